@@ -1,0 +1,39 @@
+# The front door. Every target bootstraps .venv from nothing but python3.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint typecheck pytest demo bench bench-socket docs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall whenever the project's metadata changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+test: lint pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check trizre tests examples benchmarks
+	$(BIN)/ruff format --check trizre tests examples benchmarks
+	$(BIN)/mypy --strict trizre
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/python examples/hello_loopback.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_codec.py
+	$(BIN)/python benchmarks/bench_socket.py
+
+docs: $(STAMP)
+	@echo "docs are Markdown under docs/; see docs/index.md"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,86 @@
+"""Sans-I/O codec for the ZRE wire: UDP beacons and ZeroMQ TCP messages.
+
+Nothing here does I/O or imports trio or zmq: bytes in, attrs objects out,
+and back. Decoders raise only :class:`DecodeError` (and its subclasses
+:class:`VersionMismatch` and :class:`UnknownCommand`), whatever they are
+fed; encoders raise :class:`EncodeError` for values the wire cannot carry.
+See ``docs/wire.md``.
+"""
+
+from ._beacon import (
+    BEACON_VERSIONS,
+    CURVE_KEY_SIZE,
+    DISCOVERY_PORT,
+    Beacon,
+    decode_beacon,
+    encode_beacon,
+)
+from ._errors import DecodeError, EncodeError, UnknownCommand, VersionMismatch, WireError
+from ._message import (
+    DEFAULT_VERSION,
+    MESSAGE_VERSIONS,
+    SIGNATURE,
+    Command,
+    Elect,
+    Goodbye,
+    Hello,
+    Join,
+    Leader,
+    Leave,
+    Message,
+    Ping,
+    PingOk,
+    Shout,
+    Whisper,
+    decode,
+    encode,
+)
+from ._sequence import (
+    HELLO_SEQUENCE,
+    INITIAL_SEQUENCE,
+    SEQUENCE_MODULUS,
+    is_next,
+    next_sequence,
+    sequence_distance,
+)
+
+__all__ = [
+    # beacons
+    "BEACON_VERSIONS",
+    "CURVE_KEY_SIZE",
+    "DISCOVERY_PORT",
+    "Beacon",
+    "decode_beacon",
+    "encode_beacon",
+    # messages
+    "DEFAULT_VERSION",
+    "MESSAGE_VERSIONS",
+    "SIGNATURE",
+    "Command",
+    "Elect",
+    "Goodbye",
+    "Hello",
+    "Join",
+    "Leader",
+    "Leave",
+    "Message",
+    "Ping",
+    "PingOk",
+    "Shout",
+    "Whisper",
+    "decode",
+    "encode",
+    # errors
+    "DecodeError",
+    "EncodeError",
+    "UnknownCommand",
+    "VersionMismatch",
+    "WireError",
+    # sequence numbers
+    "HELLO_SEQUENCE",
+    "INITIAL_SEQUENCE",
+    "SEQUENCE_MODULUS",
+    "is_next",
+    "next_sequence",
+    "sequence_distance",
+]

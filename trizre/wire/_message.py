@@ -1,0 +1,683 @@
+"""ZRE TCP messages (36/ZRE v2, 43/ZRE v3 draft, zyre's ids 8-10).
+
+A ZRE message is one ZeroMQ multipart message. Frame 0 is::
+
+    %xAA %xA1  command(1)  version(1)  sequence(2)  fields...
+
+WHISPER and SHOUT carry their content in the frames after frame 0 (zero or
+more); every other command is exactly one frame. Field types, integers
+big-endian, lengths in UTF-8 *bytes*::
+
+    string      length(1) + UTF-8
+    longstr     length(4) + UTF-8
+    strings     count(4) + count * longstr
+    dictionary  count(4) + count * (string name, longstr value)
+
+:func:`decode` is canonical: whenever it succeeds, :func:`encode` of the
+result gives back exactly the frames it was given.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Final, TypeAlias, final
+
+import attrs
+
+from ._errors import DecodeError, EncodeError, UnknownCommand, VersionMismatch
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "MESSAGE_VERSIONS",
+    "SIGNATURE",
+    "Command",
+    "Elect",
+    "Goodbye",
+    "Hello",
+    "Join",
+    "Leader",
+    "Leave",
+    "Message",
+    "Ping",
+    "PingOk",
+    "Shout",
+    "Whisper",
+    "decode",
+    "encode",
+]
+
+SIGNATURE: Final = b"\xaa\xa1"
+"""The two octets every ZRE TCP message starts with."""
+
+DEFAULT_VERSION: Final = 2
+"""The message version zyre and pyre speak (36/ZRE)."""
+
+MESSAGE_VERSIONS: Final = (2, 3)
+"""Message versions this codec can encode and decode: 2 (36/ZRE), 3 (43/ZRE)."""
+
+
+class Command(enum.IntEnum):
+    """ZRE command ids (octet 2 of frame 0).
+
+    ``Command(n)`` raises :class:`ValueError` for an id outside 1..10; the
+    decoder reports such ids as :class:`UnknownCommand` instead.
+    """
+
+    HELLO = 1
+    WHISPER = 2
+    SHOUT = 3
+    JOIN = 4
+    LEAVE = 5
+    PING = 6
+    PING_OK = 7
+    ELECT = 8
+    LEADER = 9
+    GOODBYE = 10
+
+
+_SIG: Final = 0xAAA1
+_HEADER: Final = struct.Struct(">HBBH")  # signature, command, version, sequence
+_HEADER_SIZE: Final = _HEADER.size  # 6
+_U32: Final = struct.Struct(">I")
+_U32_MAX: Final = 0xFFFFFFFF
+_STRING_MAX: Final = 0xFF
+
+# --------------------------------------------------------------------------
+# converters (run at construction; they only reshape, never range-check)
+
+
+def _to_frames(value: Iterable[bytes]) -> tuple[bytes, ...]:
+    if type(value) is tuple:
+        return value
+    if isinstance(value, bytes | bytearray | memoryview | str):
+        raise TypeError("content must be an iterable of frames, not a single bytes/str object")
+    return tuple(value)
+
+
+def _to_strings(value: Iterable[str]) -> tuple[str, ...]:
+    if type(value) is tuple:
+        return value
+    if isinstance(value, str | bytes):
+        raise TypeError("groups must be an iterable of str, not a single str")
+    return tuple(value)
+
+
+def _to_headers(
+    value: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    pairs = value.items() if isinstance(value, Mapping) else value
+    if isinstance(pairs, str | bytes):
+        raise TypeError("headers must be a mapping or an iterable of (name, value) pairs")
+    return tuple((name, text) for name, text in pairs)
+
+
+# --------------------------------------------------------------------------
+# message classes
+
+
+@final
+@attrs.frozen
+class Hello:
+    """HELLO (id 1): greet a peer so it can connect back to us.
+
+    Construction reshapes but does not range-check; :func:`encode` does.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535 (HELLO is always 1).
+        endpoint: the ZeroMQ endpoint we accept connections on (``string``,
+            at most 255 UTF-8 bytes).
+        groups: the groups we are in (``strings``). Any iterable of ``str``
+            is accepted and stored as a tuple; a bare ``str`` raises
+            :class:`TypeError`.
+        status: our group status sequence, 0..255.
+        name: our public name (``string``, at most 255 UTF-8 bytes).
+        headers: our header properties (``dictionary``) as a tuple of
+            ``(name, value)`` pairs in wire order; names are ``string``,
+            values ``longstr``. A :class:`~collections.abc.Mapping` or an
+            iterable of pairs is accepted; anything else raises
+            :class:`TypeError` or :class:`ValueError`. Duplicates are kept.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.HELLO
+
+    sequence: int
+    endpoint: str
+    groups: tuple[str, ...] = attrs.field(default=(), converter=_to_strings)
+    status: int = 0
+    name: str = ""
+    headers: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_headers)
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+    def headers_dict(self) -> dict[str, str]:
+        """Return the headers as a dict; for a repeated name the last value wins."""
+        return dict(self.headers)
+
+
+@final
+@attrs.frozen
+class Whisper:
+    """WHISPER (id 2): send a multipart message to one peer.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        content: zero or more frames, sent as frames 1..n. Any iterable of
+            ``bytes`` is accepted and stored as a tuple; a bare
+            ``bytes``/``str`` raises :class:`TypeError`. Frames are never
+            copied or type-checked.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.WHISPER
+
+    sequence: int
+    content: tuple[bytes, ...] = attrs.field(default=(), converter=_to_frames)
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Shout:
+    """SHOUT (id 3): send a multipart message to a group (unicast to each member).
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        group: the group name (``string``, at most 255 UTF-8 bytes).
+        content: zero or more frames, as for :class:`Whisper`.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.SHOUT
+
+    sequence: int
+    group: str
+    content: tuple[bytes, ...] = attrs.field(default=(), converter=_to_frames)
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Join:
+    """JOIN (id 4): we joined a group.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        group: the group name (``string``, at most 255 UTF-8 bytes).
+        status: our group status sequence *after* joining, 0..255.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.JOIN
+
+    sequence: int
+    group: str
+    status: int
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Leave:
+    """LEAVE (id 5): we left a group.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        group: the group name (``string``, at most 255 UTF-8 bytes).
+        status: our group status sequence *after* leaving, 0..255.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.LEAVE
+
+    sequence: int
+    group: str
+    status: int
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Ping:
+    """PING (id 6): are you still there?
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.PING
+
+    sequence: int
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class PingOk:
+    """PING-OK (id 7): the reply to :class:`Ping`.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.PING_OK
+
+    sequence: int
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Elect:
+    """ELECT (id 8, zyre extension, not in 36/ZRE or 43/ZRE): leader election.
+
+    Its fields are not specified by the RFCs, so the codec keeps the rest of
+    frame 0 after the 6-octet header as opaque bytes.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        body: the raw octets after the header (possibly empty).
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.ELECT
+
+    sequence: int
+    body: bytes = b""
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Leader:
+    """LEADER (id 9, zyre extension): election result; body kept opaque like :class:`Elect`.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        body: the raw octets after the header (possibly empty).
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.LEADER
+
+    sequence: int
+    body: bytes = b""
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+@final
+@attrs.frozen
+class Goodbye:
+    """GOODBYE (id 10, zyre extension): the sender is leaving the network.
+
+    Attributes:
+        sequence: cyclic sequence number, 0..65535.
+        version: message version, 2 (default) or 3; keyword-only.
+    """
+
+    command: ClassVar[Command] = Command.GOODBYE
+
+    sequence: int
+    version: int = attrs.field(default=DEFAULT_VERSION, kw_only=True)
+
+
+Message: TypeAlias = (
+    Hello | Whisper | Shout | Join | Leave | Ping | PingOk | Elect | Leader | Goodbye
+)
+"""Any decoded ZRE message. ``isinstance(x, Message)`` works."""
+
+
+# --------------------------------------------------------------------------
+# encoding
+
+
+def _check_version(version: int) -> None:
+    if version not in MESSAGE_VERSIONS:
+        raise EncodeError(f"message version must be 2 or 3, got {version!r}")
+
+
+def _check_status(status: int) -> None:
+    if type(status) is not int or not 0 <= status <= 0xFF:
+        raise EncodeError(f"status must be an int in 0..255, got {status!r}")
+
+
+def _put_string(out: bytearray, text: str, what: str) -> None:
+    raw = text.encode()
+    size = len(raw)
+    if size > _STRING_MAX:
+        raise EncodeError(f"{what} is {size} UTF-8 bytes; a ZRE string holds at most 255")
+    out.append(size)
+    out += raw
+
+
+def _put_longstr(out: bytearray, text: str, what: str) -> None:
+    raw = text.encode()
+    size = len(raw)
+    if size > _U32_MAX:
+        raise EncodeError(f"{what} is {size} UTF-8 bytes; a ZRE longstr holds at most 2**32-1")
+    out += _U32.pack(size)
+    out += raw
+
+
+def _encode_hello(msg: Hello) -> list[bytes]:
+    _check_version(msg.version)
+    _check_status(msg.status)
+    out = bytearray(_HEADER.pack(_SIG, 1, msg.version, msg.sequence))
+    _put_string(out, msg.endpoint, "endpoint")
+    groups = msg.groups
+    out += _U32.pack(len(groups))
+    for group in groups:
+        _put_longstr(out, group, "group name")
+    out.append(msg.status)
+    _put_string(out, msg.name, "name")
+    headers = msg.headers
+    out += _U32.pack(len(headers))
+    for key, value in headers:
+        _put_string(out, key, "header name")
+        _put_longstr(out, value, "header value")
+    return [bytes(out)]
+
+
+def _encode_whisper(msg: Whisper) -> list[bytes]:
+    version = msg.version
+    if version not in MESSAGE_VERSIONS:
+        _check_version(version)
+    return [_HEADER.pack(_SIG, 2, version, msg.sequence), *msg.content]
+
+
+def _encode_shout(msg: Shout) -> list[bytes]:
+    version = msg.version
+    if version not in MESSAGE_VERSIONS:
+        _check_version(version)
+    raw = msg.group.encode()
+    if len(raw) > _STRING_MAX:
+        raise EncodeError(f"group is {len(raw)} UTF-8 bytes; a ZRE string holds at most 255")
+    head = _HEADER.pack(_SIG, 3, version, msg.sequence) + bytes((len(raw),)) + raw
+    return [head, *msg.content]
+
+
+def _encode_group_status(msg: Join | Leave) -> list[bytes]:
+    _check_version(msg.version)
+    _check_status(msg.status)
+    out = bytearray(_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence))
+    _put_string(out, msg.group, "group")
+    out.append(msg.status)
+    return [bytes(out)]
+
+
+def _encode_bare(msg: Ping | PingOk | Goodbye) -> list[bytes]:
+    _check_version(msg.version)
+    return [_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence)]
+
+
+def _encode_opaque(msg: Elect | Leader) -> list[bytes]:
+    _check_version(msg.version)
+    body = msg.body
+    if not isinstance(body, bytes):
+        raise TypeError(f"{type(msg).__name__}.body must be bytes, got {type(body).__name__}")
+    return [_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence) + body]
+
+
+_ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
+    Hello: _encode_hello,
+    Whisper: _encode_whisper,
+    Shout: _encode_shout,
+    Join: _encode_group_status,
+    Leave: _encode_group_status,
+    Ping: _encode_bare,
+    PingOk: _encode_bare,
+    Goodbye: _encode_bare,
+    Elect: _encode_opaque,
+    Leader: _encode_opaque,
+}
+
+
+def _explain_struct_error(msg: Message, exc: struct.error) -> str:
+    sequence = msg.sequence
+    if type(sequence) is not int or not 0 <= sequence <= 0xFFFF:
+        return f"sequence must be an int in 0..65535, got {sequence!r}"
+    return f"cannot encode {type(msg).__name__}: {exc}"
+
+
+def encode(message: Message) -> list[bytes]:
+    """Return the ZeroMQ frames for *message* (frame 0 first).
+
+    WHISPER and SHOUT content frames are appended as they are (not copied).
+
+    Raises:
+        EncodeError: a field cannot be represented on the wire: sequence not
+            in 0..65535, status not in 0..255, version not 2 or 3, a
+            ``string`` (endpoint, name, group, header name) over 255 UTF-8
+            bytes, a ``longstr`` (group in HELLO, header value) over 2**32-1
+            bytes, or text that is not encodable as UTF-8 (lone surrogates).
+        TypeError: *message* is not one of the :data:`Message` classes, or
+            a field has the wrong Python type (e.g. a ``bytes`` name).
+    """
+    encoder = _ENCODERS.get(type(message))
+    if encoder is None:
+        raise TypeError(f"not a ZRE message: {message!r}")
+    try:
+        return encoder(message)
+    except struct.error as exc:
+        raise EncodeError(_explain_struct_error(message, exc)) from exc
+    except UnicodeEncodeError as exc:
+        raise EncodeError(f"text is not encodable as UTF-8: {exc}") from exc
+    except AttributeError as exc:  # e.g. bytes where str was expected
+        raise TypeError(f"cannot encode {type(message).__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------
+# decoding
+
+
+def _read_string(buf: bytes, pos: int, what: str) -> tuple[str, int]:
+    if pos >= len(buf):
+        raise DecodeError(f"truncated: {what} is missing")
+    end = pos + 1 + buf[pos]
+    if end > len(buf):
+        raise DecodeError(f"truncated: {what} declares {buf[pos]} bytes, {len(buf) - pos - 1} left")
+    try:
+        return buf[pos + 1 : end].decode(), end
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{what} is not valid UTF-8") from exc
+
+
+def _read_u32(buf: bytes, pos: int, what: str) -> int:
+    if pos + 4 > len(buf):
+        raise DecodeError(f"truncated: {what} is missing")
+    value: int = _U32.unpack_from(buf, pos)[0]
+    return value
+
+
+def _read_longstr(buf: bytes, pos: int, what: str) -> tuple[str, int]:
+    size = _read_u32(buf, pos, what)
+    start = pos + 4
+    end = start + size
+    if end > len(buf):
+        raise DecodeError(f"truncated: {what} declares {size} bytes, {len(buf) - start} left")
+    try:
+        return buf[start:end].decode(), end
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{what} is not valid UTF-8") from exc
+
+
+def _read_strings(buf: bytes, pos: int, what: str) -> tuple[tuple[str, ...], int]:
+    count = _read_u32(buf, pos, f"{what} count")
+    pos += 4
+    # Each entry needs at least its 4-octet length: refuse absurd counts
+    # before allocating anything.
+    if count * 4 > len(buf) - pos:
+        raise DecodeError(f"{what}: {count} entries cannot fit in {len(buf) - pos} bytes")
+    items: list[str] = []
+    for _ in range(count):
+        item, pos = _read_longstr(buf, pos, what)
+        items.append(item)
+    return tuple(items), pos
+
+
+def _read_dictionary(buf: bytes, pos: int, what: str) -> tuple[tuple[tuple[str, str], ...], int]:
+    count = _read_u32(buf, pos, f"{what} count")
+    pos += 4
+    # Each entry needs at least 1 + 4 octets of lengths.
+    if count * 5 > len(buf) - pos:
+        raise DecodeError(f"{what}: {count} entries cannot fit in {len(buf) - pos} bytes")
+    items: list[tuple[str, str]] = []
+    for _ in range(count):
+        key, pos = _read_string(buf, pos, f"{what} name")
+        value, pos = _read_longstr(buf, pos, f"{what} value")
+        items.append((key, value))
+    return tuple(items), pos
+
+
+def _expect_end(buf: bytes, pos: int, command: str) -> None:
+    if pos != len(buf):
+        raise DecodeError(f"{command}: {len(buf) - pos} trailing bytes in frame 0")
+
+
+def _decode_hello(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Hello:
+    endpoint, pos = _read_string(head, _HEADER_SIZE, "HELLO endpoint")
+    groups, pos = _read_strings(head, pos, "HELLO groups")
+    if pos >= len(head):
+        raise DecodeError("truncated: HELLO status is missing")
+    status = head[pos]
+    name, pos = _read_string(head, pos + 1, "HELLO name")
+    headers, pos = _read_dictionary(head, pos, "HELLO headers")
+    _expect_end(head, pos, "HELLO")
+    return Hello(sequence, endpoint, groups, status, name, headers, version=version)
+
+
+def _decode_whisper(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Whisper:
+    _expect_end(head, _HEADER_SIZE, "WHISPER")
+    return Whisper(sequence, tuple(frames[1:]), version=version)
+
+
+def _decode_shout(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Shout:
+    group, pos = _read_string(head, _HEADER_SIZE, "SHOUT group")
+    _expect_end(head, pos, "SHOUT")
+    return Shout(sequence, group, tuple(frames[1:]), version=version)
+
+
+def _decode_join(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Join:
+    group, pos = _read_string(head, _HEADER_SIZE, "JOIN group")
+    if pos >= len(head):
+        raise DecodeError("truncated: JOIN status is missing")
+    _expect_end(head, pos + 1, "JOIN")
+    return Join(sequence, group, head[pos], version=version)
+
+
+def _decode_leave(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Leave:
+    group, pos = _read_string(head, _HEADER_SIZE, "LEAVE group")
+    if pos >= len(head):
+        raise DecodeError("truncated: LEAVE status is missing")
+    _expect_end(head, pos + 1, "LEAVE")
+    return Leave(sequence, group, head[pos], version=version)
+
+
+def _decode_ping(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Ping:
+    _expect_end(head, _HEADER_SIZE, "PING")
+    return Ping(sequence, version=version)
+
+
+def _decode_ping_ok(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> PingOk:
+    _expect_end(head, _HEADER_SIZE, "PING-OK")
+    return PingOk(sequence, version=version)
+
+
+def _decode_elect(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Elect:
+    return Elect(sequence, head[_HEADER_SIZE:], version=version)
+
+
+def _decode_leader(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Leader:
+    return Leader(sequence, head[_HEADER_SIZE:], version=version)
+
+
+def _decode_goodbye(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Goodbye:
+    _expect_end(head, _HEADER_SIZE, "GOODBYE")
+    return Goodbye(sequence, version=version)
+
+
+_Decoder: TypeAlias = Callable[[bytes, Sequence[bytes], int, int], Message]
+
+# Indexed by command id; None for ids we do not know.
+_DECODERS: Final[tuple[_Decoder | None, ...]] = (
+    None,
+    _decode_hello,
+    _decode_whisper,
+    _decode_shout,
+    _decode_join,
+    _decode_leave,
+    _decode_ping,
+    _decode_ping_ok,
+    _decode_elect,
+    _decode_leader,
+    _decode_goodbye,
+)
+_MULTIFRAME: Final = frozenset({Command.WHISPER, Command.SHOUT})
+
+
+def _decode(frames: Sequence[bytes], version: int | None) -> Message:
+    count = len(frames)
+    if count == 0:
+        raise DecodeError("a ZRE message needs at least one frame")
+    head = frames[0]
+    if type(head) is not bytes:
+        head = bytes(head)
+    if head[:2] != SIGNATURE:
+        raise DecodeError(f"bad signature {head[:2]!r}, expected {SIGNATURE!r}")
+    if len(head) < _HEADER_SIZE:
+        raise DecodeError(f"truncated header: {len(head)} octets, need {_HEADER_SIZE}")
+    command: int
+    seen: int
+    sequence: int
+    _, command, seen, sequence = _HEADER.unpack_from(head)
+    if version is None:
+        if seen not in MESSAGE_VERSIONS:
+            raise VersionMismatch(seen, MESSAGE_VERSIONS, command, sequence)
+    elif seen != version:
+        raise VersionMismatch(seen, (version,), command, sequence)
+    if command >= len(_DECODERS) or (decoder := _DECODERS[command]) is None:
+        raise UnknownCommand(command, seen, sequence)
+    if count != 1 and command not in _MULTIFRAME:
+        raise DecodeError(f"{Command(command).name} must be one frame, got {count}")
+    return decoder(head, frames, seen, sequence)
+
+
+def decode(frames: Sequence[bytes], version: int | None = DEFAULT_VERSION) -> Message:
+    """Parse the frames of one ZRE message (without the ROUTER identity frame).
+
+    Args:
+        frames: frame 0 (signature, header, fields) then, for WHISPER and
+            SHOUT only, the content frames. Frame 0 may be any bytes-like
+            object; content frames are kept as given (not copied).
+        version: the message version to accept: 2 (default, zyre), 3
+            (43/ZRE), or ``None`` for either. The decoded message's
+            ``version`` attribute tells which one arrived. Any other value
+            makes every message a :class:`VersionMismatch`.
+
+    Raises:
+        VersionMismatch: signature and header are fine but the version octet
+            is not the one accepted.
+        UnknownCommand: the header is fine but the command id is not 1..10.
+        DecodeError: anything else: no frames; bad signature; truncated
+            header or field; a declared count or length larger than what
+            remains; invalid UTF-8; trailing bytes after the last field of
+            frame 0; more than one frame for a command other than WHISPER
+            and SHOUT; frames that are not bytes-like. No other exception
+            escapes, whatever the input.
+    """
+    try:
+        # Fast path for the hot case: a WHISPER of the expected version.
+        if frames:
+            head = frames[0]
+            if len(head) == _HEADER_SIZE:
+                sig, command, seen, sequence = _HEADER.unpack(head)
+                if sig == _SIG and command == 2 and seen == version:
+                    return Whisper(sequence, tuple(frames[1:]), version=seen)
+        return _decode(frames, version)
+    except DecodeError:
+        raise
+    except Exception as exc:  # only reachable with non-bytes input
+        raise DecodeError(f"cannot decode ZRE message: {exc!r}") from exc

@@ -101,7 +101,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         _violate(f"{event} to {address!r}")
 
 
-_ZMQ_ENDPOINT = re.compile(r"^(?:tcp|udp|ws|wss|pgm|epgm|norm)://(?:[^;]*;)?(?P<host>\[[^\]]*\]|[^:]*):")
+_ZMQ_ENDPOINT = re.compile(
+    r"^(?:tcp|udp|ws|wss|pgm|epgm|norm)://(?:[^;]*;)?(?P<host>\[[^\]]*\]|[^:]*):"
+)
 
 
 def endpoint_is_allowed(endpoint: str) -> bool:

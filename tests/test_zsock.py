@@ -1,0 +1,279 @@
+"""The Trio-pyzmq socket layer: stress, lost wake-ups, cancellation, close."""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+import zmq
+
+from trizre._zsock import ZSocket, context
+
+
+def _socket(kind: int, hwm: int) -> zmq.Socket[Any]:
+    sock = context().socket(kind)
+    sock.setsockopt(zmq.SNDHWM, hwm)
+    sock.setsockopt(zmq.RCVHWM, hwm)
+    return sock
+
+
+@asynccontextmanager
+async def dealer_pair(endpoint: str, hwm: int = 1) -> AsyncIterator[tuple[ZSocket, ZSocket]]:
+    """Two DEALERs connected over ``endpoint`` (a ``tcp://127.0.0.1:*`` binds ephemeral)."""
+    a = ZSocket(_socket(zmq.DEALER, hwm))
+    b = ZSocket(_socket(zmq.DEALER, hwm))
+    try:
+        a.zmq_socket.bind(endpoint)
+        b.zmq_socket.connect(a.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def _endpoints(tmp_path: Path) -> dict[str, str]:
+    return {
+        "tcp": "tcp://127.0.0.1:*",
+        "ipc": f"ipc://{tmp_path}/s",
+        "inproc": f"inproc://stress-{random.random()}",
+    }
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "inproc"])
+async def test_two_way_stress_tiny_hwm(transport: str, tmp_path: Path) -> None:
+    """100k messages, both directions at once on each socket, HWM 1."""
+    n = 50_000  # per direction
+    pack, unpack = struct.Struct(">I").pack, struct.Struct(">I").unpack
+    received: dict[str, list[int]] = {"a": [], "b": []}
+
+    async def pump(tx: ZSocket) -> None:
+        for i in range(n):
+            await tx.send([pack(i), b"x" * 20])
+
+    async def drain(rx: ZSocket, name: str) -> None:
+        got = received[name]
+        while len(got) < n:
+            for frames in await rx.receive_batch(64):
+                assert len(frames) == 2
+                got.append(unpack(frames[0])[0])
+
+    with trio.fail_after(60):
+        async with (
+            dealer_pair(_endpoints(tmp_path)[transport], hwm=1) as (a, b),
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(pump, a)
+            nursery.start_soon(pump, b)
+            nursery.start_soon(drain, a, "a")
+            nursery.start_soon(drain, b, "b")
+    assert received["a"] == list(range(n))
+    assert received["b"] == list(range(n))
+
+
+@contextmanager
+def naive_wakeups(monkeypatch: pytest.MonkeyPatch, naive: bool) -> Iterator[None]:
+    """The naive variant: after a zmq call, nobody else's waiter is woken.
+
+    This is the bug every careful wrapper must avoid: our own call consumed
+    the descriptor's edge, and the task waiting on the descriptor never
+    hears of it.
+    """
+    if naive:
+        monkeypatch.setattr(ZSocket, "_wake_waiters", lambda self: None)
+    yield
+
+
+async def _fill(tx: ZSocket) -> int:
+    sent = 0
+    while tx.send_nowait([b"fill"]):
+        sent += 1
+    return sent
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["careful", "naive"])
+async def test_no_lost_wakeup_receive_direction(
+    naive: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver waits; a message arrives; a send on the same socket eats the edge."""
+    got: list[list[bytes]] = []
+    async with dealer_pair(f"inproc://lw-rx-{naive}") as (a, b):
+        await _fill(b)  # b cannot send: its send attempt will fail and read EVENTS
+
+        async def receiver() -> None:
+            got.append(await b.receive())
+
+        with naive_wakeups(monkeypatch, naive), trio.move_on_after(1) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(receiver)
+                await trio.testing.wait_all_tasks_blocked()
+                # No checkpoint between these two lines: the arrival signal
+                # and its consumption happen before the receiver can run.
+                assert a.send_nowait([b"wake"])
+                assert not b.send_nowait([b"more"])
+    if naive:
+        assert scope.cancelled_caught and got == [], "the test failed to catch a lost wake-up"
+    else:
+        assert not scope.cancelled_caught
+        assert got == [[b"wake"]]
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["careful", "naive"])
+async def test_no_lost_wakeup_send_direction(naive: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sender waits for room; room appears; a failed receive eats the edge."""
+    sent: list[bool] = []
+    async with dealer_pair(f"inproc://lw-tx-{naive}") as (a, b):
+        filled = await _fill(b)
+
+        async def sender() -> None:
+            await b.send([b"late"])
+            sent.append(True)
+
+        with naive_wakeups(monkeypatch, naive), trio.move_on_after(1) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sender)
+                await trio.testing.wait_all_tasks_blocked()
+                for _ in range(filled):
+                    assert a.receive_nowait() == [b"fill"]
+                # b has nothing to receive: libzmq processes its pending
+                # commands (including "room to send") and the edge is gone.
+                assert b.receive_nowait() is None
+        if naive:
+            assert scope.cancelled_caught and sent == [], "the test failed to catch a lost wake-up"
+        else:
+            assert not scope.cancelled_caught
+            assert sent == [True]
+            assert a.receive_nowait() == [b"late"]
+
+
+async def test_random_cancellation_exactly_once_in_order() -> None:
+    """Cancel sends and receives at random: every message arrives once, in order."""
+    n = 3_000
+    rng = random.Random(20261121)
+    got: list[int] = []
+    cancelled = {"send": 0, "receive": 0}
+
+    async def sender(tx: ZSocket) -> None:
+        i = 0
+        while i < n:
+            with trio.move_on_after(rng.choice([0, 0, 1e-6, 1e-5, 1e-4, 1])) as scope:
+                await tx.send([str(i).encode()])
+                i += 1  # reached only if the send happened
+            cancelled["send"] += scope.cancelled_caught
+
+    async def receiver(rx: ZSocket) -> None:
+        while len(got) < n:
+            with trio.move_on_after(rng.choice([0, 0, 1e-6, 1e-5, 1e-4, 1])) as scope:
+                if rng.random() < 0.5:
+                    got.append(int((await rx.receive())[0]))
+                else:
+                    got.extend(int(m[0]) for m in await rx.receive_batch(7))
+            cancelled["receive"] += scope.cancelled_caught
+
+    with trio.fail_after(60):
+        async with (
+            dealer_pair("tcp://127.0.0.1:*", hwm=2) as (a, b),
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(sender, a)
+            nursery.start_soon(receiver, b)
+    assert got == list(range(n))
+    # The test only means something if cancellations really happened.
+    assert cancelled["send"] > 100
+    assert cancelled["receive"] > 100
+
+
+async def test_receive_batch_drains_what_is_ready() -> None:
+    async with dealer_pair("inproc://batch", hwm=1000) as (a, b):
+        for i in range(10):
+            assert a.send_nowait([b"m", bytes([i])])
+        with trio.fail_after(5):
+            first = await b.receive_batch(4)
+            rest = await b.receive_batch()
+        assert first == [[b"m", bytes([i])] for i in range(4)]
+        assert rest == [[b"m", bytes([i])] for i in range(4, 10)]
+        with pytest.raises(ValueError, match="at least 1"):
+            await b.receive_batch(0)
+
+
+async def test_empty_message_is_refused() -> None:
+    async with dealer_pair("inproc://empty") as (a, _b):
+        with pytest.raises(ValueError, match="at least one frame"):
+            await a.send([])
+        with pytest.raises(ValueError, match="at least one frame"):
+            a.send_nowait([])
+
+
+async def test_close_wakes_every_waiter_and_later_calls_fail() -> None:
+    outcomes: list[str] = []
+    async with dealer_pair("inproc://close") as (a, b):
+        await _fill(b)
+
+        async def wait_for(what: str, call: Any) -> None:
+            with pytest.raises(trio.ClosedResourceError):
+                await call()
+            outcomes.append(what)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait_for, "receive", b.receive)
+                nursery.start_soon(wait_for, "batch", b.receive_batch)
+                nursery.start_soon(wait_for, "send", lambda: b.send([b"x"]))
+                await trio.testing.wait_all_tasks_blocked()
+                b.close()
+        assert sorted(outcomes) == ["batch", "receive", "send"]
+        assert b.closed
+        b.close()  # idempotent
+        await b.aclose()  # idempotent too
+        for call in (b.receive, b.receive_batch, lambda: b.send([b"x"])):
+            with pytest.raises(trio.ClosedResourceError, match="closed"):
+                await call()
+        with pytest.raises(trio.ClosedResourceError):
+            b.send_nowait([b"x"])
+        with pytest.raises(trio.ClosedResourceError):
+            b.receive_nowait()
+        assert a.receive_nowait() is not None  # the other end is unaffected
+
+
+async def test_cancelled_before_start_sends_nothing() -> None:
+    async with dealer_pair("inproc://precancel", hwm=10) as (a, b):
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await a.send([b"never"])
+        assert scope.cancelled_caught
+        assert b.receive_nowait() is None
+
+
+def test_one_context_per_process() -> None:
+    assert context() is context()
+
+
+async def test_send_some_sends_a_prefix_and_waits_for_room() -> None:
+    async with dealer_pair("inproc://some", hwm=2) as (a, b):
+        messages = [[bytes([i])] for i in range(10)]
+        with trio.fail_after(5):
+            first = await a.send_some(messages)
+        assert 1 <= first < 10  # stopped at the high water mark
+        got: list[list[bytes]] = []
+
+        async def reader() -> None:
+            while len(got) < 10:
+                got.extend(await b.receive_batch())
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader)
+                sent = first
+                while sent < 10:
+                    sent += await a.send_some(messages[sent:])
+        assert got == messages
+        with pytest.raises(ValueError, match="at least one message"):
+            await a.send_some([])
+        with pytest.raises(ValueError, match="at least one message"):
+            await a.send_some([[b"ok"], []])

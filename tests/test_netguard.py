@@ -2,7 +2,7 @@
 
 Every socket that tries to leave loopback here is also pinned to the ``lo``
 device (SO_BINDTODEVICE / ZMQ_BINDTODEVICE), so even a broken guard could
-not put a packet on the shared network.  192.0.2.0/24 is TEST-NET-1.
+not put a packet on the shared network.  192.0.2.0/24 is TEST-NET-2.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import zmq
 
 from tests import _netguard
 
-OUTSIDE = "192.0.2.1"  # ok-net: TEST-NET-1, never reached (socket pinned to lo, guard trips)
+OUTSIDE = "198.51.100.1"  # ok-net: TEST-NET-2, never reached (socket pinned to lo, guard trips)
 
 
 def _pinned_udp() -> socket.socket:
@@ -120,8 +120,8 @@ def test_loopback_traffic_passes() -> None:
         ("tcp://[::1]:1", True),
         ("ipc:///tmp/x", True),
         ("inproc://x", True),
-        ("tcp://127.0.0.1;192.0.2.1:1", False),  # ok-net: source;dest form, dest is outside
-        ("tcp://192.0.2.1;127.0.0.1:1", True),  # ok-net: source iface outside, dest loopback
+        ("tcp://127.0.0.1;198.51.100.1:1", False),  # ok-net: source;dest form, dest is outside
+        ("tcp://198.51.100.1;127.0.0.1:1", True),  # ok-net: source iface outside, dest loopback
         (f"tcp://{OUTSIDE}:1", False),
         ("tcp://*:1", False),
         ("tcp://eth0:1", False),

@@ -2,7 +2,7 @@
 
 Every socket that tries to leave loopback here is also pinned to the ``lo``
 device (SO_BINDTODEVICE / ZMQ_BINDTODEVICE), so even a broken guard could
-not put a packet on the shared network.  192.0.2.0/24 is TEST-NET-2.
+not put a packet on the shared network.  198.51.100.0/24 is TEST-NET-2.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_codec.py
-	$(BIN)/python benchmarks/bench_socket.py
+	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
 
 docs: $(STAMP)
 	@echo "docs are Markdown under docs/; see docs/index.md"

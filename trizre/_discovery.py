@@ -1,0 +1,180 @@
+"""The UDP beacon socket: ZRE discovery beacons over IPv4 broadcast.
+
+Why the socket is set up the way it is:
+
+* ``SO_REUSEADDR`` + ``SO_REUSEPORT``: any number of nodes, in one process
+  or several, share the discovery port on one host. The kernel hands each
+  *broadcast* datagram to every socket bound to the port (unicast ones it
+  would hand to just one, which is why beacons are never sent unicast).
+* The socket is bound to the interface's **broadcast address**, not to
+  ``0.0.0.0``. Measured on ``lo``: three sockets bound to
+  ``127.255.255.255`` all receive a datagram sent to ``127.255.255.255``,
+  exactly as three sockets bound to ``0.0.0.0`` do (and sockets bound to
+  ``127.0.0.1`` receive nothing). But the broadcast-bound socket receives
+  *only* datagrams addressed to that broadcast address: a node on ``lo``
+  never sees a beacon broadcast on the LAN (to, say, ``192.0.2.255``), nor
+  anything sent unicast to the port. (The price, by the kernel's rule that
+  a bound address must equal the destination, not tested here since such a
+  send would leave loopback: datagrams to the limited broadcast address
+  ``255.255.255.255`` are not received either. Our senders always use the
+  subnet's broadcast address.)
+* Defence in depth: datagrams whose sender is outside the interface's
+  subnet are dropped as well. A beacon's sender address is where the node
+  will later open a TCP connection, so a node meant to stay on ``lo`` must
+  never learn of a LAN peer, whatever the bind did or a future platform
+  port does (binding to ``0.0.0.0`` where binding to a broadcast address
+  is not possible, for instance).
+* Invalid beacons are dropped silently, as 36/ZRE and 43/ZRE require, and
+  logged at DEBUG on the ``trizre.discovery`` logger with the sender's
+  address. Up to 255 octets are read per datagram, so an oversize datagram
+  is seen at (truncated) oversize and rejected, never truncated into a
+  valid 22- or 54-octet beacon.
+* Own beacons are *not* filtered here: the socket receives what it sends,
+  and the node drops its own by UUID.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final, final
+
+import trio
+
+from trizre._interfaces import Interface
+from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
+
+__all__ = ["BeaconSocket", "open_beacon_socket"]
+
+logger = logging.getLogger("trizre.discovery")
+
+_READ_SIZE: Final = 255
+"""Octets read per datagram: above the largest beacon (54), so oversize is visible."""
+
+
+@final
+class BeaconSocket:
+    """A UDP socket that broadcasts and receives ZRE beacons on one interface.
+
+    Made by :func:`open_beacon_socket`; do not construct it directly. Any
+    number of tasks may call :meth:`send`; call :meth:`receive` from one
+    task at a time (several would each get different beacons).
+    """
+
+    __slots__ = ("_closed", "_destination", "_interface", "_port", "_sock")
+
+    def __init__(self, interface: Interface, port: int, sock: trio.socket.SocketType) -> None:
+        self._interface = interface
+        self._port = port
+        self._sock = sock
+        self._destination = (str(interface.broadcast), port)
+        self._closed = False
+
+    @property
+    def interface(self) -> Interface:
+        """The interface this socket beacons on."""
+        return self._interface
+
+    @property
+    def port(self) -> int:
+        """The UDP discovery port (the same for sending and receiving)."""
+        return self._port
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<BeaconSocket {self._interface.name} {self._destination[0]}:{self._port} {state}>"
+
+    async def send(self, beacon: Beacon) -> None:
+        """Broadcast *beacon* as one datagram to ``interface.broadcast:port``.
+
+        Cancellation: a UDP send is all or nothing; if this raises
+        :class:`trio.Cancelled` nothing was sent, otherwise one whole
+        datagram was.
+
+        Raises:
+            trio.ClosedResourceError: the socket has been closed.
+            trizre.wire.EncodeError: *beacon* cannot be encoded (see
+                :func:`~trizre.wire.encode_beacon`); nothing is sent.
+            OSError: the kernel refused the datagram (for instance the
+                interface went down).
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("beacon socket is closed")
+        data = encode_beacon(beacon)
+        await self._sock.sendto(data, self._destination)
+
+    async def receive(self) -> tuple[Beacon, str]:
+        """Wait for the next valid beacon; return it with its sender's IPv4 address.
+
+        Datagrams that do not decode as a beacon, or whose sender is outside
+        the interface's subnet, are discarded silently (logged at DEBUG on
+        ``trizre.discovery``) and the wait goes on. Beacons this socket sent
+        itself are returned like any other.
+
+        Cancellation: a datagram is taken off the socket only by a call that
+        then returns it (or discards it as invalid), so a cancelled receive
+        loses no beacon it would have returned; the next call gets it.
+
+        Raises:
+            trio.ClosedResourceError: the socket has been closed, also when
+                closed while this call was waiting.
+            OSError: an unexpected socket error.
+        """
+        while True:
+            if self._closed:
+                raise trio.ClosedResourceError("beacon socket is closed")
+            data, address = await self._sock.recvfrom(_READ_SIZE)
+            sender: str = address[0]
+            if not self._interface.contains(sender):
+                logger.debug(
+                    "dropped a datagram from %s: outside %s's subnet %s",
+                    sender,
+                    self._interface.name,
+                    self._interface.network,
+                )
+                continue
+            try:
+                beacon = decode_beacon(data)
+            except DecodeError as exc:
+                logger.debug("dropped an invalid beacon from %s: %s", sender, exc)
+                continue
+            return beacon, sender
+
+    def _close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+@asynccontextmanager
+async def open_beacon_socket(interface: Interface, port: int) -> AsyncIterator[BeaconSocket]:
+    """Open a :class:`BeaconSocket` on *interface* and UDP *port*.
+
+    The socket is bound (to ``interface.broadcast:port``, sharing the port
+    with any other beacon socket on this host) before the block is entered,
+    so a beacon sent after entry is received. Leaving the block closes the
+    socket: later calls, and calls waiting at that moment, raise
+    :class:`trio.ClosedResourceError`.
+
+    Raises:
+        ValueError: *port* is not in 1..65535.
+        TypeError: *port* is not an ``int``.
+        OSError: the socket cannot be created or bound (for instance the
+            broadcast address is not one of this host's, or another user's
+            socket holds the port without ``SO_REUSEPORT``).
+    """
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise TypeError(f"port must be an int, got {port!r}")
+    if not 1 <= port <= 0xFFFF:
+        raise ValueError(f"port must be in 1..65535, got {port}")
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    beacon_socket = BeaconSocket(interface, port, sock)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+        await sock.bind((str(interface.broadcast), port))
+        yield beacon_socket
+    finally:
+        beacon_socket._close()

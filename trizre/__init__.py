@@ -1,3 +1,53 @@
-"""trizre: a Trio-native ZeroMQ Realtime Exchange (ZRE) implementation."""
+"""trizre: a Trio-native ZeroMQ Realtime Exchange (ZRE) implementation.
+
+Start a node with :func:`open_node`, read its events with ``node.events()``,
+talk to peers with ``whisper``/``shout``, and to groups with ``join``/``leave``.
+The wire codec lives in :mod:`trizre.wire`.
+"""
+
+from ._events import (
+    Enter,
+    Evasive,
+    Event,
+    EventsOverflowed,
+    Exit,
+    Join,
+    Leave,
+    NodeError,
+    PeerDisconnected,
+    Shout,
+    Silent,
+    Stop,
+    UnknownPeer,
+    Whisper,
+)
+from ._fanout import EventStream
+from ._interfaces import Interface, InterfaceError, list_interfaces, select_interface
+from ._node import Node, open_node
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Enter",
+    "Evasive",
+    "Event",
+    "EventStream",
+    "EventsOverflowed",
+    "Exit",
+    "Interface",
+    "InterfaceError",
+    "Join",
+    "Leave",
+    "Node",
+    "NodeError",
+    "PeerDisconnected",
+    "Shout",
+    "Silent",
+    "Stop",
+    "UnknownPeer",
+    "Whisper",
+    "__version__",
+    "list_interfaces",
+    "open_node",
+    "select_interface",
+]

@@ -21,6 +21,7 @@ the socket only by a call that then returns it, and a send either happens
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Sequence
 from typing import Any, Final, cast, final
 
@@ -46,7 +47,15 @@ def context() -> zmq.Context[Any]:
     """
     global _context
     if _context is None or _context.closed:
-        _context = zmq.Context()
+        ctx: zmq.Context[Any] = zmq.Context()
+        # libzmq's default of 1023 sockets is too few for many nodes in one
+        # process (a full mesh of n nodes holds n*(n-1) DEALERs); let the
+        # process's file descriptor limit be the only limit.
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        ceiling = ctx.get(zmq.SOCKET_LIMIT)
+        limit = ceiling if soft == resource.RLIM_INFINITY else min(soft, ceiling)
+        ctx.set(zmq.MAX_SOCKETS, max(1024, limit))
+        _context = ctx
     return _context
 
 

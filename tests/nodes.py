@@ -1,0 +1,95 @@
+"""Helpers for node tests: free ports, event waiting, and a scriptable raw peer."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import zmq
+
+import trizre
+from trizre import wire
+from trizre._zsock import ZSocket, context
+
+E = TypeVar("E")
+
+
+def free_udp_port() -> int:
+    """A UDP port nobody on loopback uses right now (each test its own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+FAST = {"beacon_interval": 0.05, "interface": "lo"}
+
+
+async def next_event(
+    events: trizre.EventStream,
+    kind: type[E],
+    where: Callable[[E], bool] = lambda _: True,
+) -> E:
+    """The next event of ``kind`` matching ``where``, skipping others."""
+    async for event in events:
+        if isinstance(event, kind) and where(event):
+            return event
+    raise AssertionError(f"the stream ended before a {kind.__name__} arrived")
+
+
+async def wait_for_peers(node: trizre.Node, events: trizre.EventStream, count: int) -> None:
+    while len(node.peers()) < count:
+        await next_event(events, trizre.Enter)
+
+
+class RawPeer:
+    """A hand-driven ZRE peer: a ROUTER it never answers from, a DEALER to the node.
+
+    It lets a test send exactly the bytes it wants, with the sequence
+    numbers it wants, and see what the node sends back.
+    """
+
+    def __init__(self, inbox: ZSocket, outbox: ZSocket, endpoint: str) -> None:
+        self.uuid = uuid.uuid4()
+        self.inbox = inbox
+        self.outbox = outbox
+        self.endpoint = endpoint
+        self.seq = 0
+
+    async def send(self, message: wire.Message) -> None:
+        await self.outbox.send(wire.encode(message))
+
+    async def send_frames(self, frames: list[bytes]) -> None:
+        await self.outbox.send(frames)
+
+    def next_seq(self) -> int:
+        self.seq = (self.seq + 1) & 0xFFFF
+        return self.seq
+
+    async def hello(self, name: str = "raw", groups: tuple[str, ...] = ()) -> None:
+        self.seq = 0
+        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, ()))
+
+    async def receive(self) -> wire.Message:
+        """The next message the node sent us (identity frame stripped)."""
+        frames = await self.inbox.receive()
+        return wire.decode(frames[1:])
+
+
+@asynccontextmanager
+async def raw_peer(node: trizre.Node) -> AsyncIterator[RawPeer]:
+    ctx = context()
+    inbox_sock: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)
+    port = inbox_sock.bind_to_random_port("tcp://127.0.0.1", 49152, 65000)
+    outbox_sock: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
+    peer = RawPeer(ZSocket(inbox_sock), ZSocket(outbox_sock), f"tcp://127.0.0.1:{port}")
+    outbox_sock.setsockopt(zmq.IDENTITY, b"\x01" + peer.uuid.bytes)
+    outbox_sock.connect(node.endpoint)
+    try:
+        yield peer
+    finally:
+        peer.inbox.close()
+        peer.outbox.close()

@@ -1,0 +1,518 @@
+"""The event fan-out: per-subscriber bounded buffers, overflow policies, endings.
+
+No sockets, no node: events are published straight into a :class:`Fanout`.
+Tasks are synchronised with ``wait_all_tasks_blocked``, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import gc
+import uuid
+
+import pytest
+import trio
+import trio.testing
+from trio.testing import wait_all_tasks_blocked
+
+from trizre._events import Event, EventsOverflowed, Join, Stop
+from trizre._fanout import EventStream, Fanout, Overflow
+
+
+def joins(n: int) -> list[Event]:
+    peer = uuid.uuid4()
+    return [Join(peer, "n", f"g{i}") for i in range(n)]
+
+
+async def drain(stream: EventStream) -> list[Event]:
+    return [event async for event in stream]
+
+
+class Publisher:
+    """Runs ``fanout.publish(event)`` in a task and records its result."""
+
+    def __init__(self) -> None:
+        self.result: bool | None = None
+        self.done = False
+
+    async def run(self, fanout: Fanout, event: Event) -> None:
+        self.result = await fanout.publish(event)
+        self.done = True
+
+
+# ------------------------------------------------------------ plain delivery
+
+
+async def test_two_subscribers_get_every_event_in_order() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        a = fanout.subscribe(10, "block")
+        b = fanout.subscribe(10, "raise")
+        events = joins(5)
+        for event in events:
+            assert fanout.publish_nowait(event)
+        fanout.close()
+        got_a = await drain(a)
+        got_b = await drain(b)
+        assert got_a == got_b == [*events, Stop()]
+        assert all(x is y for x, y in zip(got_a, events, strict=False))
+
+
+async def test_concurrent_consumers_get_every_event_in_order() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        streams = [fanout.subscribe(2, "block") for _ in range(3)]
+        results: list[list[Event]] = [[] for _ in streams]
+        events = joins(20)
+
+        async def consume(stream: EventStream, out: list[Event]) -> None:
+            async for event in stream:
+                out.append(event)
+
+        async with trio.open_nursery() as nursery:
+            for stream, out in zip(streams, results, strict=True):
+                nursery.start_soon(consume, stream, out)
+            for event in events:
+                await fanout.publish(event)
+            fanout.close()
+        assert results == [[*events, Stop()]] * 3
+
+
+async def test_later_subscriber_gets_only_later_events() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        early = fanout.subscribe(10, "block")
+        e1, e2, e3 = joins(3)
+        assert fanout.publish_nowait(e1)
+        late = fanout.subscribe(10, "block")
+        assert fanout.publish_nowait(e2)
+        assert await fanout.publish(e3) is False
+        fanout.close()
+        assert await drain(early) == [e1, e2, e3, Stop()]
+        assert await drain(late) == [e2, e3, Stop()]
+
+
+async def test_receive_waits_for_the_next_event() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        (e1,) = joins(1)
+        got: list[Event] = []
+
+        async def reader() -> None:
+            got.append(await stream.receive())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await wait_all_tasks_blocked()
+            assert got == []
+            assert fanout.publish_nowait(e1)
+        assert got == [e1]
+
+
+# ------------------------------------------------------------ "block" policy
+
+
+async def test_block_publish_nowait_false_when_a_subscriber_is_full() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        small = fanout.subscribe(1, "block")
+        roomy = fanout.subscribe(10, "block")
+        e1, e2 = joins(2)
+        assert fanout.publish_nowait(e1) is True
+        assert fanout.publish_nowait(e2) is False
+        # All or nothing: neither subscriber got e2.
+        fanout.close()
+        assert await drain(small) == [e1, Stop()]
+        assert await drain(roomy) == [e1, Stop()]
+
+
+async def test_block_publish_waits_for_the_consumer_and_delivers_once() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        small = fanout.subscribe(1, "block")
+        roomy = fanout.subscribe(10, "block")
+        e1, e2 = joins(2)
+        assert await fanout.publish(e1) is False  # no wait needed
+        publisher = Publisher()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publisher.run, fanout, e2)
+            await wait_all_tasks_blocked()
+            assert not publisher.done  # waiting for `small`
+            # The roomy subscriber is not held back by the full one.
+            assert await roomy.receive() is e1
+            assert await roomy.receive() is e2
+            await wait_all_tasks_blocked()
+            assert not publisher.done
+            assert await small.receive() is e1
+            await wait_all_tasks_blocked()
+            assert publisher.done
+        assert publisher.result is True
+        assert await small.receive() is e2
+        fanout.close()
+        assert await drain(small) == [Stop()]
+        assert await drain(roomy) == [Stop()]  # no duplicate e2
+
+
+async def test_block_publish_waits_for_each_full_subscriber_in_turn() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        a = fanout.subscribe(1, "block")
+        b = fanout.subscribe(1, "block")
+        c = fanout.subscribe(10, "block")
+        e1, e2 = joins(2)
+        assert fanout.publish_nowait(e1)
+        publisher = Publisher()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publisher.run, fanout, e2)
+            await wait_all_tasks_blocked()
+            assert await b.receive() is e1
+            await wait_all_tasks_blocked()
+            assert not publisher.done  # b has e2 now, a is still full
+            assert await a.receive() is e1
+            await wait_all_tasks_blocked()
+            assert publisher.done
+        fanout.close()
+        assert await drain(a) == [e2, Stop()]
+        assert await drain(b) == [e2, Stop()]
+        assert await drain(c) == [e1, e2, Stop()]
+
+
+async def test_publish_after_failed_publish_nowait_delivers_once() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        small = fanout.subscribe(1, "block")
+        roomy = fanout.subscribe(10, "block")
+        e1, e2 = joins(2)
+        assert fanout.publish_nowait(e1)
+
+        async def node_publish(event: Event) -> None:  # as trizre._node.Node._publish
+            if fanout.publish_nowait(event):
+                return
+            await fanout.publish(event)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(node_publish, e2)
+            await wait_all_tasks_blocked()
+            assert await small.receive() is e1
+        fanout.close()
+        assert await drain(small) == [e2, Stop()]
+        assert await drain(roomy) == [e1, e2, Stop()]
+
+
+# ------------------------------------------------------------ "raise" policy
+
+
+async def test_raise_cuts_off_only_the_full_subscriber() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        lagging = fanout.subscribe(2, "raise")
+        keeping_up = fanout.subscribe(10, "block")
+        events = joins(5)
+        for event in events:
+            assert fanout.publish_nowait(event)  # "raise" never blocks
+        assert await fanout.publish(Join(uuid.uuid4(), "n", "later")) is False
+        assert await lagging.receive() is events[0]
+        assert await lagging.receive() is events[1]
+        with pytest.raises(EventsOverflowed):
+            await lagging.receive()
+        with pytest.raises(EventsOverflowed):  # stays cut off
+            await lagging.receive()
+        fanout.close()
+        got = await drain(keeping_up)
+        assert got[:5] == events
+        assert got[-1] == Stop()
+        assert len(got) == 7
+
+
+async def test_raise_overflow_ends_async_for_with_the_error() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "raise")
+        e1, e2 = joins(2)
+        fanout.publish_nowait(e1)
+        fanout.publish_nowait(e2)
+        fanout.close()  # too late: already cut off, so no Stop either
+        got: list[Event] = []
+        with pytest.raises(EventsOverflowed):
+            async for event in stream:
+                got.append(event)
+        assert got == [e1]
+
+
+async def test_raise_overflow_wakes_a_waiting_reader() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "raise")
+        e1, e2 = joins(2)
+        got: list[object] = []
+
+        async def reader() -> None:
+            try:
+                while True:
+                    got.append(await stream.receive())
+            except EventsOverflowed as exc:
+                got.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await wait_all_tasks_blocked()
+            fanout.publish_nowait(e1)  # wakes the reader, which has not run yet
+            fanout.publish_nowait(e2)  # so the buffer is still full: cut off
+        assert got[0] is e1
+        assert len(got) == 2
+        assert isinstance(got[1], EventsOverflowed)
+
+
+# ------------------------------------------------------------------- close
+
+
+@pytest.mark.parametrize("overflow", ["block", "raise"])
+async def test_close_delivers_stop_even_when_full(overflow: Overflow) -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, overflow)
+        (e1,) = joins(1)
+        assert fanout.publish_nowait(e1)
+        fanout.close()
+        assert await stream.receive() is e1
+        assert await stream.receive() == Stop()
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+
+
+async def test_iteration_ends_after_stop() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(3, "block")
+        events = joins(2)
+        for event in events:
+            fanout.publish_nowait(event)
+        fanout.close()
+        assert fanout.publish_nowait(Join(uuid.uuid4(), "n", "after")) is True
+        assert await drain(stream) == [*events, Stop()]
+        assert await drain(stream) == []
+
+
+async def test_close_wakes_a_waiting_reader_with_stop() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        got: list[Event] = []
+
+        async def reader() -> None:
+            got.extend(await drain(stream))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await wait_all_tasks_blocked()
+            fanout.close()
+        assert got == [Stop()]
+
+
+async def test_close_releases_a_blocked_publisher() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        e1, e2 = joins(2)
+        fanout.publish_nowait(e1)
+        publisher = Publisher()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publisher.run, fanout, e2)
+            await wait_all_tasks_blocked()
+            assert not publisher.done
+            fanout.close()
+        assert publisher.done
+        assert await drain(stream) == [e1, Stop()]
+
+
+async def test_subscribe_after_close_yields_only_stop() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        fanout.close()
+        overflows: tuple[Overflow, ...] = ("block", "raise")
+        for overflow in overflows:
+            stream = fanout.subscribe(1, overflow)
+            assert await drain(stream) == [Stop()]
+        assert fanout.publish_nowait(Join(uuid.uuid4(), "n", "g")) is True
+        assert await fanout.publish(Join(uuid.uuid4(), "n", "g")) is False
+
+
+async def test_receive_raises_end_of_channel_after_the_end() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        fanout.close()
+        assert await stream.receive() == Stop()
+        with pytest.raises(trio.EndOfChannel):
+            await stream.receive()
+        with pytest.raises(trio.EndOfChannel):
+            await stream.receive()
+
+
+# ------------------------------------------------------------- unsubscribing
+
+
+async def test_async_with_unsubscribes() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        other = fanout.subscribe(10, "raise")
+        e1, e2, e3 = joins(3)
+        async with fanout.subscribe(1, "block") as stream:
+            assert stream.__aiter__() is stream
+            fanout.publish_nowait(e1)
+            assert await stream.receive() is e1
+        # Gone: a full buffer of 1 no longer holds anyone back.
+        assert fanout.publish_nowait(e2) is True
+        assert fanout.publish_nowait(e3) is True
+        assert await fanout.publish(e3) is False
+        assert await drain(stream) == []
+        with pytest.raises(trio.EndOfChannel):
+            await stream.receive()
+        fanout.close()
+        assert await drain(stream) == []  # no Stop for an unsubscribed stream
+        assert await drain(other) == [e1, e2, e3, e3, Stop()]
+
+
+async def test_close_and_aclose_are_idempotent() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        stream.close()
+        stream.close()
+        await stream.aclose()
+        assert fanout.publish_nowait(Join(uuid.uuid4(), "n", "g"))
+        fanout.close()
+        stream.close()
+        assert await drain(stream) == []
+
+
+async def test_close_wakes_a_reader_of_the_same_stream() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        got: list[Event] = []
+
+        async def reader() -> None:
+            got.extend(await drain(stream))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await wait_all_tasks_blocked()
+            stream.close()
+        assert got == []
+
+
+async def test_close_discards_buffered_events() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block")
+        for event in joins(2):
+            fanout.publish_nowait(event)
+        stream.close()
+        assert await drain(stream) == []
+
+
+async def test_dropped_stream_no_longer_blocks_a_waiting_publish() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        other = fanout.subscribe(10, "block")
+        dropped = fanout.subscribe(1, "block")
+        e1, e2, e3 = joins(3)
+        fanout.publish_nowait(e1)
+        publisher = Publisher()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publisher.run, fanout, e2)
+            await wait_all_tasks_blocked()
+            assert not publisher.done
+            del dropped
+            gc.collect()
+            await wait_all_tasks_blocked()
+            assert publisher.done
+        assert publisher.result is True
+        # And later publishes do not wait for it either.
+        assert fanout.publish_nowait(e3) is True
+        fanout.close()
+        assert await drain(other) == [e1, e2, e3, Stop()]
+
+
+async def test_dropped_stream_is_unsubscribed() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        fanout.subscribe(1, "block")  # dropped at once
+        gc.collect()
+        for event in joins(3):
+            assert fanout.publish_nowait(event) is True
+            assert await fanout.publish(event) is False
+
+
+# ---------------------------------------------------------------- cancelling
+
+
+async def test_cancelled_anext_loses_no_event(autojump_clock: trio.testing.MockClock) -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block")
+        e1, e2, e3 = joins(3)
+
+        # Cancelled while parked on an empty buffer.
+        with trio.move_on_after(1) as scope:
+            await stream.__anext__()
+        assert scope.cancelled_caught
+        fanout.publish_nowait(e1)
+
+        # Cancelled before starting, with an event waiting (fast path).
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.__anext__()
+        assert scope.cancelled_caught
+        assert await stream.__anext__() is e1
+
+        # Woken by an event and cancelled in the same tick: the event is
+        # either returned or left in the buffer, never lost.
+        got: list[Event] = []
+
+        async def reader(scope: trio.CancelScope) -> None:
+            with scope:
+                got.append(await stream.__anext__())
+
+        reader_scope = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader, reader_scope)
+            await wait_all_tasks_blocked()
+            fanout.publish_nowait(e2)
+            reader_scope.cancel()
+        fanout.publish_nowait(e3)
+        fanout.close()
+        assert got + await drain(stream) == [e2, e3, Stop()]
+
+
+async def test_cancelled_receive_loses_no_event(autojump_clock: trio.testing.MockClock) -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block")
+        events = joins(4)
+        got: list[Event] = []
+        for event in events:
+            with trio.move_on_after(0.5):
+                got.append(await stream.receive())  # times out: nothing yet
+            fanout.publish_nowait(event)
+            with trio.move_on_after(0.5):
+                got.append(await stream.receive())
+        assert got == events
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("max_buffer", [0, -1])
+def test_bad_max_buffer_raises(max_buffer: int) -> None:
+    with pytest.raises(ValueError, match="max_buffer"):
+        Fanout().subscribe(max_buffer, "block")
+
+
+@pytest.mark.parametrize("overflow", ["drop", "", "BLOCK", None])
+def test_bad_overflow_raises(overflow: object) -> None:
+    with pytest.raises(ValueError, match="overflow"):
+        Fanout().subscribe(1, overflow)  # type: ignore[arg-type]

@@ -1,0 +1,400 @@
+"""The ZRE node on loopback with real sockets: discovery, groups, messages, stop."""
+
+from __future__ import annotations
+
+import gc
+import uuid
+
+import pytest
+import trio
+
+import trizre
+from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_for_peers
+from trizre import wire
+
+
+async def test_two_nodes_meet_talk_and_part() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node(
+            "alice", beacon_port=port, headers={"X-ROLE": "db"}, **FAST
+        ) as alice:
+            a_events = alice.events()
+            async with trizre.open_node("Zoë", beacon_port=port, **FAST) as zoe:
+                z_events = zoe.events()
+                enter = await next_event(z_events, trizre.Enter)
+                assert enter.peer == alice.uuid
+                assert enter.name == "alice"
+                assert enter.headers == (("X-ROLE", "db"),)
+                assert enter.endpoint == alice.endpoint
+                assert (await next_event(a_events, trizre.Enter)).name == "Zoë"
+
+                await alice.join("chat")
+                join = await next_event(z_events, trizre.Join)
+                assert (join.peer, join.group) == (alice.uuid, "chat")
+                assert zoe.peers_by_group("chat") == [alice.uuid]
+                assert zoe.peer_groups() == ["chat"]
+                assert alice.own_groups() == ["chat"]
+
+                await alice.whisper(zoe.uuid, b"one", b"two")
+                await alice.whisper(zoe.uuid)  # zero frames is a valid WHISPER
+                assert (await next_event(z_events, trizre.Whisper)).frames == (b"one", b"two")
+                assert (await next_event(z_events, trizre.Whisper)).frames == ()
+
+                await zoe.shout("chat", "grüß".encode())  # not joined: still allowed
+                shout = await next_event(a_events, trizre.Shout)
+                assert (shout.name, shout.group) == ("Zoë", "chat")
+                assert shout.frames == ("grüß".encode(),)
+
+                await alice.leave("chat")
+                leave = await next_event(z_events, trizre.Leave)
+                assert leave.group == "chat"
+                assert zoe.peers_by_group("chat") == []
+
+                assert zoe.peer_name(alice.uuid) == "alice"
+                assert zoe.peer_headers(alice.uuid) == {"X-ROLE": "db"}
+                assert zoe.peer_address(alice.uuid) == alice.endpoint
+                assert alice.peers() == [zoe.uuid]
+                assert alice.endpoint.startswith("tcp://127.0.0.1:")
+                assert 0xC000 <= int(alice.endpoint.rsplit(":", 1)[1]) <= 0xFFFF
+            # Zoë left: her port-0 beacon tells alice at once (no 30 s expiry).
+            with trio.fail_after(2):
+                assert (await next_event(a_events, trizre.Exit)).name == "Zoë"
+            assert alice.peers() == []
+        assert isinstance(await a_events.receive(), trizre.Stop)
+        with pytest.raises(trio.EndOfChannel):
+            await a_events.receive()
+
+
+async def test_peer_groups_from_hello_and_case_sensitivity() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("a", beacon_port=port, **FAST) as a:
+            await a.join("Chat")
+            await a.join("chat")
+            await a.join("chat")  # no-op
+            async with trizre.open_node("b", beacon_port=port, **FAST) as b:
+                events = b.events()
+                groups = set()
+                while len(groups) < 2:
+                    groups.add((await next_event(events, trizre.Join)).group)
+                assert groups == {"Chat", "chat"}
+                assert b.peer_groups() == ["Chat", "chat"]
+
+
+async def test_every_subscriber_sees_every_event() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            first, second = b.events(), b.events()
+            await wait_for_peers(a, a.events(), 1)
+            for i in range(20):
+                await a.whisper(b.uuid, bytes([i]))
+            for stream in (first, second):
+                got = [(await next_event(stream, trizre.Whisper)).frames for _ in range(20)]
+                assert got == [(bytes([i]),) for i in range(20)]
+
+
+async def test_a_lagging_raise_subscriber_is_cut_off_loudly() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            lagging = b.events(max_buffer=5, overflow="raise")
+            steady = b.events()
+            await wait_for_peers(a, a.events(), 1)
+            for i in range(50):
+                await a.whisper(b.uuid, bytes([i]))
+            got = [(await next_event(steady, trizre.Whisper)).frames[0][0] for _ in range(50)]
+            assert got == list(range(50))
+            with pytest.raises(trizre.EventsOverflowed):
+                async for _ in lagging:
+                    pass
+
+
+async def test_burst_to_a_slow_reader_loses_nothing() -> None:
+    """5,000 x 4 kB to a reader slower than the sender: all arrive, in order."""
+    port = free_udp_port()
+    n = 5_000
+    payload = b"x" * 4096
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("fast", beacon_port=port, send_hwm=10, **FAST) as fast,
+            trizre.open_node("slow", beacon_port=port, **FAST) as slow,
+        ):
+            events = slow.events(max_buffer=10)
+            await wait_for_peers(fast, fast.events(), 1)
+            await wait_for_peers(slow, slow.events(), 1)
+
+            async def burst() -> None:
+                for i in range(n):
+                    await fast.whisper(slow.uuid, i.to_bytes(4, "big"), payload)
+
+            got: list[int] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(burst)
+                while len(got) < n:
+                    whisper = await next_event(events, trizre.Whisper)
+                    got.append(int.from_bytes(whisper.frames[0], "big"))
+                    if len(got) % 100 == 0:
+                        await trio.sleep(0.01)  # a slow consumer, not synchronisation
+            assert got == list(range(n))
+            # Backpressure did not cost us the peer.
+            assert fast.peers() == [slow.uuid]
+            assert slow.peers() == [fast.uuid]
+
+
+async def test_errors_on_bad_input() -> None:
+    port = free_udp_port()
+    with pytest.raises(ValueError, match="255"):
+        async with trizre.open_node("é" * 128, beacon_port=port, **FAST):
+            pass
+    with pytest.raises(ValueError, match="protocol_version"):
+        async with trizre.open_node("x", beacon_port=port, protocol_version=4, **FAST):
+            pass
+    with pytest.raises(ValueError, match="beacon_port"):
+        async with trizre.open_node("x", beacon_port=0, interface="lo"):
+            pass
+    with pytest.raises(ValueError, match="evasive_timeout"):
+        async with trizre.open_node("x", beacon_port=port, evasive_timeout=0, interface="lo"):
+            pass
+    with pytest.raises(trizre.InterfaceError):
+        async with trizre.open_node("x", beacon_port=port, interface="no-such-if0"):
+            pass
+    with trio.fail_after(5):
+        async with trizre.open_node("x", beacon_port=port, **FAST) as node:
+            stranger = uuid.uuid4()
+            with pytest.raises(trizre.UnknownPeer):
+                await node.whisper(stranger, b"hi")
+            with pytest.raises(trizre.UnknownPeer):
+                node.peer_name(stranger)
+            with pytest.raises(TypeError):
+                await node.shout("g", "text is not bytes")  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="255"):
+                await node.join("g" * 256)
+            with pytest.raises(ValueError):
+                node.events(max_buffer=0)
+
+
+async def test_body_errors_come_out_bare_and_the_node_stops() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        with pytest.raises(KeyError):
+            async with trizre.open_node("x", beacon_port=port, **FAST) as node:
+                events = node.events()
+                raise KeyError("boom")
+        assert isinstance(await events.receive(), trizre.Stop)
+
+
+async def test_cancelling_the_block_stops_promptly_and_tells_peers() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("stay", beacon_port=port, **FAST) as stay:
+            events = stay.events()
+            with trio.CancelScope() as scope:
+                async with trizre.open_node("go", beacon_port=port, **FAST) as go:
+                    await next_event(events, trizre.Enter)
+                    go_events = go.events()
+                    scope.cancel()
+                    await trio.sleep_forever()
+            assert isinstance(await go_events.receive(), trizre.Stop)
+            assert (await next_event(events, trizre.Exit)).name == "go"
+
+
+async def test_raw_peer_hello_creates_the_peer_and_pings_are_answered() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                # Commands before HELLO are ignored.
+                await raw.send(wire.Whisper(1, (b"too early",)))
+                await raw.hello("raw", groups=("g",))
+                enter = await next_event(events, trizre.Enter)
+                assert (enter.peer, enter.name) == (raw.uuid, "raw")
+                assert (await next_event(events, trizre.Join)).group == "g"
+                # The node connected back and greeted us.
+                hello = await raw.receive()
+                assert isinstance(hello, wire.Hello)
+                assert (hello.sequence, hello.name, hello.endpoint) == (1, "n", node.endpoint)
+                await raw.send(wire.Ping(raw.next_seq()))
+                assert await raw.receive() == wire.PingOk(2)
+                await raw.send(wire.Whisper(raw.next_seq(), ()))
+                assert (await next_event(events, trizre.Whisper)).frames == ()
+
+
+async def test_never_crash_on_what_a_peer_sends() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                # Garbage without the signature is discarded silently.
+                await raw.send_frames([b"\x00\x01garbage"])
+                await raw.send_frames([b"\xaa"])
+                # A command id from the future: skipped, its sequence counted.
+                await raw.send_frames([b"\xaa\xa1\x2a\x02" + raw.next_seq().to_bytes(2, "big")])
+                # zyre's ELECT and LEADER: accepted and ignored.
+                await raw.send(wire.Elect(raw.next_seq(), b"\x03abc"))
+                await raw.send(wire.Leader(raw.next_seq(), b"\x03abc"))
+                # Another protocol version: ignored.
+                await raw.send(wire.Whisper(raw.next_seq(), (b"v3",), version=3))
+                raw.seq -= 1  # it was not counted
+                await raw.send(wire.Whisper(raw.next_seq(), (b"still here",)))
+                whisper = await next_event(events, trizre.Whisper)
+                assert whisper.frames == (b"still here",)
+                # Invalid UTF-8 in a group name: a protocol violation, the peer goes.
+                head = b"\xaa\xa1\x03\x02" + raw.next_seq().to_bytes(2, "big")
+                await raw.send_frames([head + b"\x02\xff\xfe", b"x"])
+                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+                assert node.peers() == []
+
+
+async def test_sequence_gap_disconnects_the_peer() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                await raw.send(wire.Whisper(3, (b"gap",)))
+                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+
+
+async def test_goodbye_means_leaving() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                await raw.send(wire.Goodbye(raw.next_seq()))
+                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+
+
+async def test_hello_pointing_outside_our_network_is_ignored() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+            events = node.events(overflow="raise")
+            async with raw_peer(node) as raw:
+                # ok-net: the endpoint is only claimed; the node must not connect to it
+                outside = "tcp://198.51.100.7:50000"
+                await raw.send(wire.Hello(1, outside, (), 0, "liar", ()))
+                await raw.send(wire.Ping(2))
+                with trio.move_on_after(0.3):
+                    await next_event(events, trizre.Enter)
+                    raise AssertionError("a peer outside our subnet was accepted")
+            assert node.peers() == []
+
+
+async def test_presence_evasive_silent_exit_with_short_timers() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node(
+            "n", beacon_port=port, evasive_timeout=0.2, expired_timeout=1.0, **FAST
+        ) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                start = trio.current_time()
+                assert isinstance(await raw.receive(), wire.Hello)
+                # The raw peer now says nothing at all.
+                await next_event(events, trizre.Evasive)
+                evasive_at = trio.current_time() - start
+                assert isinstance(await raw.receive(), wire.Ping)
+                await next_event(events, trizre.Silent)
+                silent_at = trio.current_time() - start
+                await next_event(events, trizre.Exit)
+                exit_at = trio.current_time() - start
+        assert 0.15 <= evasive_at < silent_at < exit_at
+        assert silent_at >= 0.35
+        assert 0.95 <= exit_at < 3.0
+
+
+async def test_answering_pings_keeps_a_quiet_peer_alive() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node(
+            "n", beacon_port=port, evasive_timeout=0.1, expired_timeout=0.5, **FAST
+        ) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                pings = 0
+                with trio.move_on_after(1.5):
+                    while True:
+                        message = await raw.receive()
+                        if isinstance(message, wire.Ping):
+                            pings += 1
+                            await raw.send(wire.PingOk(raw.next_seq()))
+                assert pings >= 3
+                assert node.peers() == [raw.uuid]
+
+
+async def test_version_3_nodes_meet_and_ignore_version_2() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("v3a", beacon_port=port, protocol_version=3, **FAST) as a,
+            trizre.open_node("v3b", beacon_port=port, protocol_version=3, **FAST) as b,
+            trizre.open_node("v2", beacon_port=port, protocol_version=2, **FAST) as old,
+        ):
+            a_events, old_events = a.events(), old.events(overflow="raise")
+            enter = await next_event(a_events, trizre.Enter)
+            assert enter.peer == b.uuid
+            await a.whisper(b.uuid, b"v3 hello")
+            assert (await next_event(b.events(), trizre.Whisper)).frames == (b"v3 hello",)
+            # Ten beacon intervals later the v2 node still knows nobody.
+            with trio.move_on_after(0.5):
+                event = await next_event(old_events, trizre.Enter)
+                raise AssertionError(f"a v2 node entered a v3 peer: {event}")
+            assert old.peers() == []
+            assert a.peers() == [b.uuid]
+
+
+async def test_fifty_nodes_in_one_process_reach_a_full_mesh() -> None:
+    port = free_udp_port()
+    n = 50
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nodes: list[trizre.Node] = []
+            streams: list[trizre.EventStream] = []
+            ready = trio.Event()
+            done = trio.Event()
+
+            async def run_node(i: int) -> None:
+                async with trizre.open_node(f"n{i}", beacon_port=port, **FAST) as node:
+                    nodes.append(node)
+                    streams.append(node.events())
+                    if len(nodes) == n:
+                        ready.set()
+                    await done.wait()
+
+            for i in range(n):
+                nursery.start_soon(run_node, i)
+            await ready.wait()
+            for node, stream in zip(nodes, streams, strict=True):
+                await wait_for_peers(node, stream, n - 1)
+            # Everyone whispers to everyone.
+            for sender in nodes:
+                for peer in sender.peers():
+                    await sender.whisper(peer, sender.name.encode())
+            for node, stream in zip(nodes, streams, strict=True):
+                names = set()
+                while len(names) < n - 1:
+                    names.add((await next_event(stream, trizre.Whisper)).frames[0])
+                assert node.name.encode() not in names
+            done.set()
+    gc.collect()

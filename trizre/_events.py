@@ -1,0 +1,142 @@
+"""The events a node reports to its subscribers, and the node's errors."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TypeAlias, final
+
+import attrs
+
+__all__ = [
+    "Enter",
+    "Event",
+    "EventsOverflowed",
+    "Evasive",
+    "Exit",
+    "Join",
+    "Leave",
+    "NodeError",
+    "PeerDisconnected",
+    "Shout",
+    "Silent",
+    "Stop",
+    "UnknownPeer",
+    "Whisper",
+]
+
+
+@final
+@attrs.frozen
+class Enter:
+    """A peer said HELLO: it is now known, with its name, headers and endpoint."""
+
+    peer: uuid.UUID
+    name: str
+    headers: tuple[tuple[str, str], ...]
+    endpoint: str
+
+
+@final
+@attrs.frozen
+class Exit:
+    """A peer left: it said goodbye, expired, broke the protocol, or we stopped."""
+
+    peer: uuid.UUID
+    name: str
+
+
+@final
+@attrs.frozen
+class Join:
+    """A peer joined a group (also reported for each group in its HELLO)."""
+
+    peer: uuid.UUID
+    name: str
+    group: str
+
+
+@final
+@attrs.frozen
+class Leave:
+    """A peer left a group (also reported for its groups when it exits)."""
+
+    peer: uuid.UUID
+    name: str
+    group: str
+
+
+@final
+@attrs.frozen
+class Whisper:
+    """A peer sent us a message: ``frames`` holds zero or more frames."""
+
+    peer: uuid.UUID
+    name: str
+    frames: tuple[bytes, ...]
+
+
+@final
+@attrs.frozen
+class Shout:
+    """A peer sent a message to ``group``: ``frames`` holds zero or more frames."""
+
+    peer: uuid.UUID
+    name: str
+    group: str
+    frames: tuple[bytes, ...]
+
+
+@final
+@attrs.frozen
+class Evasive:
+    """A peer has been silent for ``evasive_timeout``: we sent it a PING."""
+
+    peer: uuid.UUID
+    name: str
+
+
+@final
+@attrs.frozen
+class Silent:
+    """A peer left our PING unanswered for another ``evasive_timeout``."""
+
+    peer: uuid.UUID
+    name: str
+
+
+@final
+@attrs.frozen
+class Stop:
+    """The node stopped; it is the last event of every subscription."""
+
+
+Event: TypeAlias = Enter | Exit | Join | Leave | Whisper | Shout | Evasive | Silent | Stop
+
+
+class NodeError(Exception):
+    """Base class of the errors a node raises."""
+
+
+class UnknownPeer(NodeError, LookupError):
+    """No peer with this UUID is present (never seen, not yet entered, or gone)."""
+
+    def __init__(self, peer: uuid.UUID) -> None:
+        super().__init__(f"no peer {peer} is present")
+        self.peer = peer
+
+
+class PeerDisconnected(NodeError):
+    """The peer went away while a send to it waited for room; it was not sent."""
+
+    def __init__(self, peer: uuid.UUID) -> None:
+        super().__init__(f"peer {peer} disconnected before the message could be queued")
+        self.peer = peer
+
+
+class EventsOverflowed(NodeError):
+    """A subscription with ``overflow="raise"`` fell behind and lost events.
+
+    Raised by the subscription's iterator after it has returned every event
+    it did hold: the events after those were dropped for this subscriber
+    only, and it should resynchronise from :meth:`Node.peers` and friends.
+    """

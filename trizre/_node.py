@@ -1,0 +1,723 @@
+"""The ZRE node: discovery, peers, groups, presence, and the events channel.
+
+Data flows one way: beacons and inbox frames come in, the wire codec turns
+them into messages, the peer table and presence clocks turn those into
+events, and the fan-out hands the events to every subscriber.
+
+Tasks (all in the node's own nursery):
+
+* beacons out: one beacon at start, then every ``beacon_interval``;
+* beacons in: an unknown UUID with a port becomes a peer, port 0 removes it;
+* inbox: drains the ROUTER in batches and dispatches each message;
+* presence: sleeps until the earliest peer deadline, then pings/reports.
+
+Sending never drops: a message goes out with the next sequence number only
+if libzmq took it, so cancellation or a full queue can never open a
+sequence gap.  Data sends (WHISPER, SHOUT) wait for room (backpressure);
+protocol messages (HELLO, JOIN, LEAVE, PING, PING-OK) are queued per peer
+and flushed, in order, before the next data message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final, final
+from uuid import UUID, uuid4
+
+import trio
+import zmq
+
+from . import wire
+from ._discovery import BeaconSocket, open_beacon_socket
+from ._events import (
+    Enter,
+    Evasive,
+    Event,
+    Exit,
+    Join,
+    Leave,
+    PeerDisconnected,
+    Shout,
+    Silent,
+    UnknownPeer,
+    Whisper,
+)
+from ._fanout import EventStream, Fanout, Overflow
+from ._interfaces import Interface, select_interface
+from ._presence import Presence, PresenceAction
+from ._util import unwrap_single_exception_group
+from ._zsock import ZSocket, context
+
+__all__ = ["Node", "open_node"]
+
+log = logging.getLogger("trizre.node")
+
+_Factory = Callable[[int], list[bytes]]
+_EPHEMERAL_PORTS: Final = (0xC000, 0x10000)  # 36/ZRE: bind in %xC000-%xFFFF
+_BATCH: Final = 256
+
+
+@final
+class _Peer:
+    """What we know about one remote node, and our DEALER to it."""
+
+    __slots__ = (
+        "endpoint",
+        "groups",
+        "headers",
+        "in_seq",
+        "lock",
+        "name",
+        "pending",
+        "presence",
+        "ready",
+        "sent_seq",
+        "sock",
+        "status",
+        "uuid",
+        "waiting",
+    )
+
+    def __init__(self, peer: UUID, endpoint: str, sock: ZSocket, presence: Presence) -> None:
+        self.uuid = peer
+        self.endpoint = endpoint
+        self.sock = sock
+        self.presence = presence
+        self.name = ""
+        self.headers: tuple[tuple[str, str], ...] = ()
+        self.groups: set[str] = set()
+        self.status = 0
+        self.ready = False  # True once its HELLO arrived (and Enter was reported)
+        self.in_seq = 0  # last sequence received
+        self.sent_seq = 0  # last sequence libzmq accepted from us
+        self.pending: deque[_Factory] = deque()  # protocol messages awaiting room
+        self.waiting = 0  # data senders queued on the lock
+        self.lock = trio.StrictFIFOLock()
+
+
+@final
+class Node:
+    """A running ZRE node.  Create it with :func:`open_node`, never directly.
+
+    Query methods are synchronous and see the node's current state; sending
+    methods are async, wait for room (backpressure), and are safe to call
+    from any number of tasks.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        headers: tuple[tuple[str, str], ...],
+        interface: Interface,
+        beacon_port: int,
+        beacon_interval: float,
+        evasive_timeout: float,
+        expired_timeout: float,
+        protocol_version: int,
+        send_hwm: int,
+    ) -> None:
+        self._uuid = uuid4()
+        self._name = name
+        self._headers = headers
+        self._interface = interface
+        self._beacon_port = beacon_port
+        self._beacon_interval = beacon_interval
+        self._evasive = evasive_timeout
+        self._expired = expired_timeout
+        self._version = protocol_version
+        self._send_hwm = send_hwm
+        self._identity = b"\x01" + self._uuid.bytes
+        self._peers: dict[UUID, _Peer] = {}
+        self._by_identity: dict[bytes, _Peer] = {}
+        self._groups: set[str] = set()
+        self._status = 0
+        self._fanout = Fanout()
+        self._inbox: ZSocket | None = None
+        self._beacons: BeaconSocket | None = None
+        self._endpoint = ""
+        self._stopped = False
+        self._presence_wakeup = trio.Event()
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def uuid(self) -> UUID:
+        """This node's UUID, fresh for every node."""
+        return self._uuid
+
+    @property
+    def name(self) -> str:
+        """This node's public name, sent in HELLO."""
+        return self._name
+
+    @property
+    def endpoint(self) -> str:
+        """The ``tcp://ip:port`` endpoint of this node's inbox."""
+        return self._endpoint
+
+    @property
+    def interface(self) -> Interface:
+        """The network interface this node beacons on."""
+        return self._interface
+
+    # ------------------------------------------------------------- queries
+
+    def peers(self) -> list[UUID]:
+        """The UUIDs of the peers that have entered (said HELLO) and not exited."""
+        return [p.uuid for p in self._peers.values() if p.ready]
+
+    def peers_by_group(self, group: str) -> list[UUID]:
+        """The present peers that are in ``group`` (case-sensitive)."""
+        return [p.uuid for p in self._peers.values() if p.ready and group in p.groups]
+
+    def own_groups(self) -> list[str]:
+        """The groups this node has joined, sorted."""
+        return sorted(self._groups)
+
+    def peer_groups(self) -> list[str]:
+        """Every group that at least one present peer is in, sorted."""
+        groups: set[str] = set()
+        for peer in self._peers.values():
+            if peer.ready:
+                groups |= peer.groups
+        return sorted(groups)
+
+    def _present(self, peer: UUID) -> _Peer:
+        found = self._peers.get(peer)
+        if found is None or not found.ready:
+            raise UnknownPeer(peer)
+        return found
+
+    def peer_name(self, peer: UUID) -> str:
+        """The name a present peer gave in its HELLO; :class:`UnknownPeer` otherwise."""
+        return self._present(peer).name
+
+    def peer_headers(self, peer: UUID) -> dict[str, str]:
+        """The headers a present peer gave in its HELLO; :class:`UnknownPeer` otherwise."""
+        return dict(self._present(peer).headers)
+
+    def peer_address(self, peer: UUID) -> str:
+        """The ``tcp://ip:port`` endpoint of a present peer; :class:`UnknownPeer` otherwise."""
+        return self._present(peer).endpoint
+
+    def events(self, *, max_buffer: int = 1000, overflow: Overflow = "block") -> EventStream:
+        """Subscribe to this node's events from now on.
+
+        Every subscription sees every event; see :mod:`trizre._fanout` and
+        ``docs/node.md`` for what happens when a subscriber falls behind
+        (``overflow="block"``: the node waits for it; ``"raise"``: it is
+        cut off with :class:`~trizre.EventsOverflowed`).  A subscription
+        made after the node stopped yields only :class:`~trizre.Stop`.
+        Bad input: ``max_buffer < 1`` or another ``overflow`` raise
+        ``ValueError``.
+        """
+        return self._fanout.subscribe(max_buffer, overflow)
+
+    # ------------------------------------------------------------- sending
+
+    async def whisper(self, peer: UUID, *frames: bytes) -> None:
+        """Send zero or more frames to one present peer.
+
+        Waits while the peer's send queue is full (backpressure; a peer
+        that never reads holds the caller until it expires).  Raises
+        :class:`UnknownPeer` if the peer is not present,
+        :class:`PeerDisconnected` if it went away while we waited (the
+        message was not sent), ``TypeError``/``ValueError`` for frames that
+        are not bytes.  Cancellation: the message was sent exactly once if
+        the call returned, not at all if it raised.
+        """
+        target = self._present(peer)
+        content = _frames(frames)
+        version = self._version
+        await self._send(
+            target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
+        )
+
+    async def shout(self, group: str, *frames: bytes) -> None:
+        """Send zero or more frames to every present peer in ``group``.
+
+        We need not be in the group ourselves.  Waits for room at each
+        member in turn (backpressure).  A member that leaves while we wait
+        for it is skipped: it is no longer a member.  Cancellation: members
+        before the cancelled one got the message, the rest did not.
+        Bad input: a group name over 255 UTF-8 bytes raises ``ValueError``.
+        """
+        content = _frames(frames)
+        version = self._version
+        _check_group(group)
+
+        def build(seq: int) -> list[bytes]:
+            return wire.encode(wire.Shout(seq, group, content, version=version))
+
+        for peer in [p for p in self._peers.values() if p.ready and group in p.groups]:
+            try:
+                await self._send(peer, build)
+            except PeerDisconnected:
+                continue
+
+    async def join(self, group: str) -> None:
+        """Join ``group`` and tell every peer; a no-op if already joined.
+
+        Peers are told with a JOIN queued behind anything already queued
+        for them, so this never waits for a slow peer.  Bad input: a name
+        over 255 UTF-8 bytes raises ``ValueError``.
+        """
+        _check_group(group)
+        await trio.lowlevel.checkpoint()
+        if group in self._groups:
+            return
+        self._groups.add(group)
+        self._status = (self._status + 1) % 256
+        status, version = self._status, self._version
+        for peer in list(self._peers.values()):
+            self._queue_protocol(
+                peer, lambda seq: wire.encode(wire.Join(seq, group, status, version=version))
+            )
+
+    async def leave(self, group: str) -> None:
+        """Leave ``group`` and tell every peer; a no-op if not joined."""
+        _check_group(group)
+        await trio.lowlevel.checkpoint()
+        if group not in self._groups:
+            return
+        self._groups.discard(group)
+        self._status = (self._status + 1) % 256
+        status, version = self._status, self._version
+        for peer in list(self._peers.values()):
+            self._queue_protocol(
+                peer, lambda seq: wire.encode(wire.Leave(seq, group, status, version=version))
+            )
+
+    async def _send(self, peer: _Peer, build: _Factory) -> None:
+        """Send one data message in sequence, waiting for room."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not peer.waiting and not peer.pending:
+            seq = (peer.sent_seq + 1) & 0xFFFF
+            try:
+                sent = peer.sock.send_nowait(build(seq))
+            except trio.ClosedResourceError:
+                raise PeerDisconnected(peer.uuid) from None
+            if sent:
+                peer.sent_seq = seq
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return
+        peer.waiting += 1
+        try:
+            async with peer.lock:
+                while peer.pending:  # protocol messages queued earlier go first
+                    seq = (peer.sent_seq + 1) & 0xFFFF
+                    await peer.sock.send(peer.pending[0](seq))
+                    peer.pending.popleft()
+                    peer.sent_seq = seq
+                seq = (peer.sent_seq + 1) & 0xFFFF
+                await peer.sock.send(build(seq))
+                peer.sent_seq = seq
+        except trio.ClosedResourceError:
+            raise PeerDisconnected(peer.uuid) from None
+        finally:
+            peer.waiting -= 1
+
+    def _queue_protocol(self, peer: _Peer, build: _Factory) -> None:
+        """Queue a protocol message for ``peer`` and send what fits now."""
+        peer.pending.append(build)
+        self._flush_protocol(peer)
+
+    def _flush_protocol(self, peer: _Peer) -> None:
+        if peer.waiting or peer.sock.closed:
+            return  # a data sender holds the order; it flushes first
+        while peer.pending:
+            seq = (peer.sent_seq + 1) & 0xFFFF
+            if not peer.sock.send_nowait(peer.pending[0](seq)):
+                return
+            peer.pending.popleft()
+            peer.sent_seq = seq
+
+    # --------------------------------------------------------- peer table
+
+    def _hello(self, seq: int) -> list[bytes]:
+        return wire.encode(
+            wire.Hello(
+                seq,
+                self._endpoint,
+                tuple(sorted(self._groups)),
+                self._status,
+                self._name,
+                self._headers,
+                version=self._version,
+            )
+        )
+
+    def _add_peer(self, peer_uuid: UUID, endpoint: str) -> _Peer | None:
+        """Connect a DEALER to a new peer and queue our HELLO to it."""
+        host = _endpoint_host(endpoint)
+        if host is None or not self._interface.contains(host):
+            # Never connect outside our interface's network, whatever a
+            # beacon or HELLO claims.
+            log.debug("ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface)
+            return None
+        try:
+            zsock = context().socket(zmq.DEALER)
+        except zmq.ZMQError as exc:
+            # Out of sockets or descriptors: this peer waits for its next
+            # beacon; the node itself carries on.
+            log.warning("cannot open a socket for peer %s at %s: %s", peer_uuid, endpoint, exc)
+            return None
+        zsock.setsockopt(zmq.IDENTITY, self._identity)
+        zsock.setsockopt(zmq.SNDHWM, self._send_hwm)
+        zsock.setsockopt(zmq.LINGER, 0)
+        zsock.connect(endpoint)
+        peer = _Peer(
+            peer_uuid,
+            endpoint,
+            ZSocket(zsock),
+            Presence(trio.current_time(), self._evasive, self._expired),
+        )
+        self._peers[peer_uuid] = peer
+        self._by_identity[b"\x01" + peer_uuid.bytes] = peer
+        self._queue_protocol(peer, self._hello)
+        self._presence_wakeup.set()
+        return peer
+
+    async def _remove_peer(self, peer: _Peer, why: str) -> None:
+        """Forget a peer, close our DEALER to it, and report Exit if it had entered."""
+        if self._peers.get(peer.uuid) is not peer:
+            return
+        del self._peers[peer.uuid]
+        del self._by_identity[b"\x01" + peer.uuid.bytes]
+        peer.sock.close()  # wakes its waiting senders with PeerDisconnected
+        log.debug("peer %s (%s) removed: %s", peer.uuid, peer.name, why)
+        if peer.ready:
+            await self._publish(Exit(peer.uuid, peer.name))
+
+    # -------------------------------------------------------------- events
+
+    async def _publish(self, event: Event) -> None:
+        if self._fanout.publish_nowait(event):
+            return
+        # Some subscriber is full: wait for it.  While we wait we read
+        # nothing, so peers are not silent, we are deaf: their clocks
+        # restart when we listen again.
+        waited = await self._fanout.publish(event)
+        if waited:
+            now = trio.current_time()
+            for peer in self._peers.values():
+                peer.presence.heard(now)
+
+    # --------------------------------------------------------------- tasks
+
+    async def _beacon_sender(self) -> None:
+        assert self._beacons is not None
+        port = int(self._endpoint.rsplit(":", 1)[1])
+        beacon = wire.Beacon(self._uuid, port, version=1 if self._version == 2 else 3)
+        while True:
+            await self._beacons.send(beacon)
+            await trio.sleep(self._beacon_interval)
+
+    async def _beacon_receiver(self) -> None:
+        assert self._beacons is not None
+        while True:
+            beacon, address = await self._beacons.receive()
+            if beacon.uuid == self._uuid:
+                continue
+            peer = self._peers.get(beacon.uuid)
+            if beacon.leaving:
+                if peer is not None:
+                    await self._remove_peer(peer, "beacon with port 0")
+            elif peer is None:
+                self._add_peer(beacon.uuid, f"tcp://{address}:{beacon.port}")
+
+    async def _inbox_reader(self) -> None:
+        assert self._inbox is not None
+        inbox = self._inbox
+        while True:
+            for frames in await inbox.receive_batch(_BATCH):
+                await self._dispatch(frames)
+
+    async def _dispatch(self, frames: list[bytes]) -> None:
+        if len(frames) < 2:
+            return
+        identity = frames[0]
+        peer = self._by_identity.get(identity)
+        try:
+            message = wire.decode(frames[1:], self._version)
+        except wire.UnknownCommand as exc:
+            # A command from a newer protocol: skip it, keep its sequence.
+            if peer is not None and peer.ready:
+                await self._check_sequence(peer, exc.sequence)
+            return
+        except wire.VersionMismatch:
+            return  # peers on other protocol versions ignore each other
+        except wire.DecodeError as exc:
+            if peer is not None and peer.ready and frames[1][:2] == wire.SIGNATURE:
+                await self._remove_peer(peer, f"malformed message: {exc}")
+            return
+        if isinstance(message, wire.Hello):
+            await self._on_hello(identity, peer, message)
+            return
+        if peer is None or not peer.ready:
+            return  # commands before HELLO are ignored
+        if not await self._check_sequence(peer, message.sequence):
+            return
+        if isinstance(message, wire.Whisper):
+            await self._publish(Whisper(peer.uuid, peer.name, message.content))
+        elif isinstance(message, wire.Shout):
+            await self._publish(Shout(peer.uuid, peer.name, message.group, message.content))
+        elif isinstance(message, wire.Join):
+            peer.status = message.status
+            if message.group not in peer.groups:
+                peer.groups.add(message.group)
+                await self._publish(Join(peer.uuid, peer.name, message.group))
+        elif isinstance(message, wire.Leave):
+            peer.status = message.status
+            if message.group in peer.groups:
+                peer.groups.discard(message.group)
+                await self._publish(Leave(peer.uuid, peer.name, message.group))
+        elif isinstance(message, wire.Ping):
+            version = self._version
+            self._queue_protocol(peer, lambda seq: wire.encode(wire.PingOk(seq, version=version)))
+        elif isinstance(message, wire.Goodbye):
+            await self._remove_peer(peer, "GOODBYE")
+        # PING-OK, ELECT and LEADER only refresh liveness (done above).
+
+    async def _check_sequence(self, peer: _Peer, seq: int) -> bool:
+        """Accept the next sequence number and refresh liveness, or drop the peer."""
+        expected = (peer.in_seq + 1) & 0xFFFF
+        if seq != expected:
+            await self._remove_peer(peer, f"sequence {seq}, expected {expected}")
+            return False
+        peer.in_seq = seq
+        peer.presence.heard(trio.current_time())
+        return True
+
+    async def _on_hello(self, identity: bytes, peer: _Peer | None, hello: wire.Hello) -> None:
+        if len(identity) != 17 or identity[0] != 1 or hello.sequence != wire.HELLO_SEQUENCE:
+            return
+        peer_uuid = UUID(bytes=identity[1:])
+        if peer is not None and peer.ready:
+            # A HELLO from a peer we know: it restarted its link to us.
+            await self._remove_peer(peer, "new HELLO")
+            peer = None
+        if peer is None:
+            peer = self._add_peer(peer_uuid, hello.endpoint)
+            if peer is None:
+                return
+        peer.in_seq = hello.sequence
+        peer.presence.heard(trio.current_time())
+        peer.name = hello.name
+        peer.headers = hello.headers
+        peer.status = hello.status
+        peer.groups = set(hello.groups)
+        peer.ready = True
+        await self._publish(Enter(peer.uuid, peer.name, peer.headers, peer.endpoint))
+        for group in hello.groups:
+            await self._publish(Join(peer.uuid, peer.name, group))
+
+    async def _presence_keeper(self) -> None:
+        while True:
+            now = trio.current_time()
+            deadline = now + self._evasive
+            for peer in list(self._peers.values()):
+                self._flush_protocol(peer)
+                while (action := peer.presence.poll(now)) is not None:
+                    if action is PresenceAction.EXPIRED:
+                        await self._remove_peer(peer, "expired")
+                        break
+                    self._queue_protocol(peer, self._ping)
+                    if peer.ready and action is PresenceAction.EVASIVE:
+                        await self._publish(Evasive(peer.uuid, peer.name))
+                    elif peer.ready and action is PresenceAction.SILENT:
+                        await self._publish(Silent(peer.uuid, peer.name))
+                else:
+                    deadline = min(deadline, peer.presence.deadline())
+            self._presence_wakeup = trio.Event()
+            with trio.move_on_at(deadline):
+                await self._presence_wakeup.wait()
+
+    def _ping(self, seq: int) -> list[bytes]:
+        return wire.encode(wire.Ping(seq, version=self._version))
+
+    # ---------------------------------------------------------- lifecycle
+
+    async def _start(self, nursery: trio.Nursery, beacons: BeaconSocket) -> None:
+        inbox = context().socket(zmq.ROUTER)
+        inbox.setsockopt(zmq.LINGER, 0)
+        inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        address = str(self._interface.address)
+        port = _bind_ephemeral(inbox, address)
+        self._endpoint = f"tcp://{address}:{port}"
+        self._inbox = ZSocket(inbox)
+        self._beacons = beacons
+        nursery.start_soon(self._inbox_reader)
+        nursery.start_soon(self._beacon_receiver)
+        nursery.start_soon(self._presence_keeper)
+        nursery.start_soon(self._beacon_sender)
+        await trio.lowlevel.checkpoint()
+
+    async def _shutdown(self) -> None:
+        """Say goodbye by beacon, close every socket, end every subscription."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._beacons is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                try:
+                    await self._beacons.send(wire.Beacon(self._uuid, 0))
+                except OSError as exc:
+                    log.debug("could not send the leaving beacon: %s", exc)
+        for peer in self._peers.values():
+            peer.sock.close()
+        self._peers.clear()
+        self._by_identity.clear()
+        if self._inbox is not None:
+            self._inbox.close()
+        self._fanout.close()
+
+
+def _bind_ephemeral(sock: zmq.Socket[Any], address: str) -> int:
+    """Bind to a random free port in %xC000-%xFFFF, as 36/ZRE asks."""
+    for _ in range(1000):
+        port = random.randrange(*_EPHEMERAL_PORTS)
+        try:
+            sock.bind(f"tcp://{address}:{port}")
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EADDRINUSE:
+                continue
+            raise
+        return port
+    raise OSError(f"no free TCP port in {_EPHEMERAL_PORTS} on {address}")
+
+
+def _frames(frames: Iterable[bytes]) -> tuple[bytes, ...]:
+    content = tuple(frames)
+    for frame in content:
+        if not isinstance(frame, bytes):
+            raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
+    return content
+
+
+def _check_group(group: str) -> None:
+    if not isinstance(group, str):
+        raise TypeError(f"a group name is a str, got {type(group).__name__}")
+    if len(group.encode("utf-8")) > 255:
+        raise ValueError(f"group name {group[:20]!r}... is over 255 UTF-8 bytes")
+
+
+def _endpoint_host(endpoint: str) -> str | None:
+    if not endpoint.startswith("tcp://"):
+        return None
+    host = endpoint[6:].rsplit(":", 1)[0]
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        return None
+
+
+def _check_config(
+    name: str,
+    *,
+    headers: tuple[tuple[str, str], ...],
+    beacon_port: int,
+    timers: Mapping[str, float],
+    protocol_version: int,
+    send_hwm: int,
+) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if protocol_version not in wire.MESSAGE_VERSIONS:
+        raise ValueError(f"protocol_version must be 2 or 3, got {protocol_version!r}")
+    if not 1 <= beacon_port <= 65535:
+        raise ValueError(f"beacon_port must be in 1..65535, got {beacon_port!r}")
+    for what, value in timers.items():
+        if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+            raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    if send_hwm < 1:
+        raise ValueError(f"send_hwm must be at least 1, got {send_hwm!r}")
+    # The HELLO carries name and headers: let the codec judge them now.
+    wire.encode(wire.Hello(1, "tcp://127.0.0.1:1", (), 0, name, headers))
+
+
+@asynccontextmanager
+async def open_node(
+    name: str | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    interface: str | None = None,
+    beacon_port: int = wire.DISCOVERY_PORT,
+    beacon_interval: float = 1.0,
+    evasive_timeout: float = 5.0,
+    expired_timeout: float = 30.0,
+    protocol_version: int = 2,
+    send_hwm: int = 1000,
+) -> AsyncIterator[Node]:
+    """Start a ZRE node; stop it when the block ends.
+
+    Args:
+        name: the public name peers see (default: the first 6 hex digits of
+            the UUID, as zyre).  At most 255 UTF-8 bytes.
+        headers: properties sent to every peer in HELLO.
+        interface: a name (``"lo"``, ``"eth0"``) or an IPv4 address; ``None``
+            reads ``$TRIZRE_INTERFACE``, else takes the first up,
+            broadcast-capable, non-loopback interface (zyre's rule).  With
+            ``"lo"`` beacons go to 127.255.255.255.
+        beacon_port: the UDP discovery port (5670 is ZRE's).
+        beacon_interval: seconds between beacons (zyre: 1 s).
+        evasive_timeout: silence after which a peer is pinged and reported
+            :class:`~trizre.Evasive` (zyre: 5 s).
+        expired_timeout: silence after which a peer is removed and reported
+            :class:`~trizre.Exit` (zyre: 30 s).
+        protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
+            43/ZRE as written.  Nodes of different versions ignore each other.
+        send_hwm: messages queued per peer before sends wait (backpressure).
+
+    On leaving the block (normally, by an exception, or by cancellation)
+    the node sends a port-0 beacon, closes its sockets with LINGER 0, ends
+    every subscription with :class:`~trizre.Stop` and returns promptly.
+    Bad input raises ``ValueError``/``TypeError`` (``InterfaceError``, a
+    ``ValueError``, for an unknown interface) before anything starts.
+    """
+    node_headers = wire.Hello(1, "", (), 0, "", dict(headers or {})).headers
+    timers = {
+        "beacon_interval": beacon_interval,
+        "evasive_timeout": evasive_timeout,
+        "expired_timeout": expired_timeout,
+    }
+    _check_config(
+        name or "x",
+        headers=node_headers,
+        beacon_port=beacon_port,
+        timers=timers,
+        protocol_version=protocol_version,
+        send_hwm=send_hwm,
+    )
+    iface = select_interface(interface)
+    node = Node(
+        name or "",
+        headers=node_headers,
+        interface=iface,
+        beacon_port=beacon_port,
+        beacon_interval=beacon_interval,
+        evasive_timeout=evasive_timeout,
+        expired_timeout=expired_timeout,
+        protocol_version=protocol_version,
+        send_hwm=send_hwm,
+    )
+    if not name:
+        node._name = node.uuid.hex[:6].upper()
+    with unwrap_single_exception_group():
+        async with open_beacon_socket(iface, beacon_port) as beacons:
+            try:
+                async with trio.open_nursery() as nursery:
+                    await node._start(nursery, beacons)
+                    try:
+                        yield node
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                await node._shutdown()

@@ -1,0 +1,141 @@
+"""Interop agents: standalone scripts that drive one ZRE node over JSON lines.
+
+An agent is started inside a network namespace the test created (see
+``tests/netns.py``), reads commands on stdin and writes events on stdout, one
+JSON object per line.  The protocol, shared by every agent script:
+
+Commands (stdin)::
+
+    {"cmd": "join", "group": G}
+    {"cmd": "leave", "group": G}
+    {"cmd": "whisper", "peer": UUID_HEX, "frames": [BASE64, ...]}
+    {"cmd": "shout", "group": G, "frames": [BASE64, ...]}
+    {"cmd": "peers"}            -> {"event": "peers", "peers": [UUID_HEX, ...]}
+    {"cmd": "stop"}             (stdin EOF means the same)
+
+Events (stdout)::
+
+    {"event": "started", "uuid": HEX, "name": NAME, "endpoint": ...}
+    {"event": "ENTER", "peer": HEX, "name": ..., "headers": {...}, "endpoint": ...}
+    {"event": "EXIT" | "EVASIVE" | "SILENT", "peer": HEX, "name": ...}
+    {"event": "JOIN" | "LEAVE", "peer": HEX, "name": ..., "group": G}
+    {"event": "WHISPER", "peer": HEX, "name": ..., "frames": [BASE64, ...]}
+    {"event": "SHOUT", "peer": HEX, "name": ..., "group": G, "frames": [...]}
+    {"event": "STOP", "peer": HEX, "name": ...}   (our own node stopped)
+    {"event": "error", "error": TEXT}             (bad command; the agent goes on)
+    {"event": "timeout"}                          (--max-seconds ran out)
+    {"event": "exiting"}                          (last line before exit)
+
+This module is imported by the agent scripts themselves (they put the
+repository root on ``sys.path``), so it must stay free of pytest and of any
+ZRE implementation.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+INTEROP_DIR = Path(__file__).resolve().parent
+PYRE_AGENT = INTEROP_DIR / "pyre_agent.py"
+
+#: The harness puts its own network namespace here (``readlink /proc/self/ns/net``).
+OUTER_NETNS_VAR = "TRIZRE_OUTER_NETNS"
+
+#: Every namespace the harness creates numbers its addresses inside this net.
+TEST_NETWORK = ipaddress.ip_network("10.231.0.0/16")  # netns: only inside our namespaces
+
+
+class NotInTestNamespaceError(RuntimeError):
+    """An agent was started where its beacons could leave the machine."""
+
+
+def _ip_binary() -> str:
+    return shutil.which("ip") or "/usr/sbin/ip"
+
+
+def ensure_in_test_namespace() -> None:
+    """Refuse to go on unless we run inside a namespace the harness built.
+
+    * our network namespace must differ from PID 1's (when we may read it;
+      in a container we may not) and from the one named by the
+      ``TRIZRE_OUTER_NETNS`` variable, which the harness sets to its own;
+    * every IPv4 address must be loopback or inside :data:`TEST_NETWORK`,
+      and every IPv6 address loopback or link-local, so whatever interface
+      a ZRE library picks for its beacons, they stay on a veth pair
+      between test namespaces.  (This alone refuses the machine's own
+      namespace, whose eth0 has an address outside the test network.)
+    """
+    own = os.readlink("/proc/self/ns/net")
+    outer = [os.environ.get(OUTER_NETNS_VAR)]
+    with contextlib.suppress(OSError):
+        outer.append(os.readlink("/proc/1/ns/net"))
+    if own in outer:
+        raise NotInTestNamespaceError(
+            "refusing to run in the machine's own network namespace; "
+            "start agents with `ip netns exec` in a namespace the test created"
+        )
+    out = subprocess.run(
+        [_ip_binary(), "-j", "addr", "show"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
+    for link in json.loads(out or "[]"):
+        for info in link.get("addr_info", []):
+            addr = ipaddress.ip_address(info["local"])
+            allowed = addr.is_loopback or (
+                addr in TEST_NETWORK if addr.version == 4 else addr.is_link_local
+            )
+            if not allowed:
+                raise NotInTestNamespaceError(
+                    f"interface {link.get('ifname')} has {addr}, outside the test network "
+                    f"{TEST_NETWORK}; refusing to start a node that could beacon there"
+                )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def frames_to_json(frames: Iterable[bytes]) -> list[str]:
+    return [b64(f) for f in frames]
+
+
+def frames_from_json(frames: Iterable[str]) -> list[bytes]:
+    return [unb64(f) for f in frames]
+
+
+def repo_root() -> Path:
+    return INTEROP_DIR.parent.parent
+
+
+def pyre_agent_command(
+    name: str,
+    groups: Iterable[str] = (),
+    headers: dict[str, str] | None = None,
+    *,
+    max_seconds: float = 60.0,
+    python: str | None = None,
+) -> list[str]:
+    """The argv that runs the pyre agent (prefix it with a namespace's ``exec``)."""
+    argv = [python or sys.executable, "-u", str(PYRE_AGENT), "--name", name]
+    for group in groups:
+        argv += ["--group", group]
+    for key, value in (headers or {}).items():
+        argv += ["--header", f"{key}={value}"]
+    argv += ["--max-seconds", str(max_seconds)]
+    return argv

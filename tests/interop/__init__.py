@@ -139,3 +139,24 @@ def pyre_agent_command(
         argv += ["--header", f"{key}={value}"]
     argv += ["--max-seconds", str(max_seconds)]
     return argv
+
+
+TRIZRE_AGENT = INTEROP_DIR / "trizre_agent.py"
+
+
+def trizre_agent_command(
+    name: str,
+    groups: Iterable[str] = (),
+    headers: dict[str, str] | None = None,
+    *,
+    max_seconds: float = 60.0,
+    extra: Iterable[str] = (),
+) -> list[str]:
+    """The argv that runs the trizre agent (prefix it with a namespace's ``exec``)."""
+    argv = [sys.executable, "-u", str(TRIZRE_AGENT), "--name", name]
+    for group in groups:
+        argv += ["--group", group]
+    for key, value in (headers or {}).items():
+        argv += ["--header", f"{key}={value}"]
+    argv += ["--max-seconds", str(max_seconds), *extra]
+    return argv

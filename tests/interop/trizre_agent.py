@@ -1,0 +1,128 @@
+"""A trizre node driven over JSON lines (the protocol in tests/interop/__init__.py).
+
+Run only inside a network namespace the test created:
+
+    ip netns exec NS python tests/interop/trizre_agent.py --name NAME [--group G ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.interop import ensure_in_test_namespace, frames_from_json, frames_to_json
+
+
+def emit(**event: Any) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def describe(event: Any) -> dict[str, Any]:
+    import trizre  # noqa: PLC0415 - imported after the namespace check
+
+    out: dict[str, Any] = {"event": type(event).__name__.upper()}
+    if isinstance(event, trizre.Stop):
+        return out
+    out["peer"] = event.peer.hex
+    out["name"] = event.name
+    if isinstance(event, trizre.Enter):
+        out["headers"] = dict(event.headers)
+        out["endpoint"] = event.endpoint
+    if isinstance(event, trizre.Join | trizre.Leave | trizre.Shout):
+        out["group"] = event.group
+    if isinstance(event, trizre.Whisper | trizre.Shout):
+        out["frames"] = frames_to_json(event.frames)
+    return out
+
+
+async def run(args: argparse.Namespace) -> int:
+    import trio  # noqa: PLC0415
+
+    import trizre  # noqa: PLC0415
+
+    headers = dict(item.split("=", 1) for item in args.header)
+    async with trizre.open_node(
+        args.name,
+        headers=headers,
+        interface=args.interface,
+        beacon_port=args.port,
+        beacon_interval=args.beacon_interval,
+        evasive_timeout=args.evasive,
+        expired_timeout=args.expired,
+        protocol_version=args.protocol_version,
+    ) as node:
+        events = node.events()
+        emit(event="started", uuid=node.uuid.hex, name=node.name, endpoint=node.endpoint)
+        for group in args.group:
+            await node.join(group)
+
+        async def pump_events() -> None:
+            async for event in events:
+                emit(**describe(event))
+
+        async def obey() -> None:
+            while True:
+                line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                if not line:
+                    return
+                try:
+                    cmd = json.loads(line)
+                    what = cmd["cmd"]
+                    if what == "stop":
+                        return
+                    if what == "join":
+                        await node.join(cmd["group"])
+                    elif what == "leave":
+                        await node.leave(cmd["group"])
+                    elif what == "whisper":
+                        peer = uuid.UUID(hex=cmd["peer"])
+                        await node.whisper(peer, *frames_from_json(cmd["frames"]))
+                    elif what == "shout":
+                        await node.shout(cmd["group"], *frames_from_json(cmd["frames"]))
+                    elif what == "peers":
+                        emit(event="peers", peers=[p.hex for p in node.peers()])
+                    else:
+                        emit(event="error", error=f"unknown command {what!r}")
+                except Exception as exc:  # a bad command must not stop the agent
+                    emit(event="error", error=repr(exc))
+
+        with trio.move_on_after(args.max_seconds) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pump_events)
+                await obey()
+                nursery.cancel_scope.cancel()
+        if scope.cancelled_caught:
+            emit(event="timeout")
+    emit(event="STOP")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--group", action="append", default=[])
+    parser.add_argument("--header", action="append", default=[], metavar="K=V")
+    parser.add_argument("--interface", default=None, help="default: the first non-loopback")
+    parser.add_argument("--port", type=int, default=5670)
+    parser.add_argument("--beacon-interval", type=float, default=1.0)
+    parser.add_argument("--evasive", type=float, default=5.0)
+    parser.add_argument("--expired", type=float, default=30.0)
+    parser.add_argument("--protocol-version", type=int, default=2)
+    parser.add_argument("--max-seconds", type=float, default=60.0)
+    args = parser.parse_args()
+    ensure_in_test_namespace()
+    import trio  # noqa: PLC0415
+
+    code = trio.run(run, args)
+    emit(event="exiting", code=code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

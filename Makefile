@@ -26,7 +26,7 @@ pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/python examples/hello_loopback.py
+	$(BIN)/python examples/chat.py --demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_codec.py

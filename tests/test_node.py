@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import socket
+import threading
 import uuid
 
 import pytest
@@ -398,3 +400,59 @@ async def test_fifty_nodes_in_one_process_reach_a_full_mesh() -> None:
                 assert node.name.encode() not in names
             done.set()
     gc.collect()
+
+
+async def test_beacons_from_strangers_long_short_and_broken() -> None:
+    """A 54-octet v3 beacon with a CURVE key brings a peer in; junk does not."""
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with (
+            trizre.open_node("n", beacon_port=port, **FAST) as node,
+            raw_peer(node) as raw,
+        ):
+            raw_port = int(raw.endpoint.rsplit(":", 1)[1])
+            sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            with sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+                for junk in (b"", b"ZRE", b"ZRE\x02" + bytes(18), b"x" * 300):
+                    await sock.sendto(junk, ("127.255.255.255", port))
+                beacon = wire.Beacon(raw.uuid, raw_port, version=3, public_key=bytes(32))
+                encoded = wire.encode_beacon(beacon)
+                assert len(encoded) == 54
+                await sock.sendto(encoded, ("127.255.255.255", port))
+                # The node connects to the beacon's sender and says HELLO.
+                hello = await raw.receive()
+                assert isinstance(hello, wire.Hello)
+                assert hello.name == "n"
+                # A port-0 beacon from a known peer removes it.
+                events = node.events()
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                await sock.sendto(
+                    wire.encode_beacon(wire.Beacon(raw.uuid, 0)), ("127.255.255.255", port)
+                )
+                await next_event(events, trizre.Exit)
+                assert node.peers() == []
+
+
+async def test_stopping_leaves_no_socket_task_or_thread_behind() -> None:
+    port = free_udp_port()
+    threads = threading.active_count()
+    with trio.fail_after(5):
+        tasks_before = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            await wait_for_peers(a, a.events(), 1)
+            await wait_for_peers(b, b.events(), 1)
+            sockets = [
+                a._inbox,
+                b._inbox,
+                *(p.sock for p in (*a._peers.values(), *b._peers.values())),
+            ]
+            assert len(sockets) == 4
+        assert all(s is not None and s.closed for s in sockets)
+        tasks_after = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
+        assert tasks_after == tasks_before
+    assert threading.active_count() == threads

@@ -456,3 +456,20 @@ async def test_stopping_leaves_no_socket_task_or_thread_behind() -> None:
         tasks_after = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
         assert tasks_after == tasks_before
     assert threading.active_count() == threads
+
+
+async def test_wait_for_peer_by_name_or_uuid() -> None:
+    port = free_udp_port()
+    with trio.fail_after(5):
+        async with trizre.open_node("a", beacon_port=port, **FAST) as a:
+            with pytest.raises(TypeError):
+                await a.wait_for_peer(42)  # type: ignore[arg-type]
+            with trio.move_on_after(0.2) as scope:
+                await a.wait_for_peer("nobody")
+            assert scope.cancelled_caught
+            async with trizre.open_node("b", beacon_port=port, **FAST) as b:
+                found = await a.wait_for_peer("b")
+                assert found == b.uuid
+                assert await a.wait_for_peer(b.uuid) == b.uuid
+                assert a.find_peers("b") == [b.uuid]
+                assert a.find_peers("nobody") == []

@@ -144,6 +144,7 @@ class Node:
         self._endpoint = ""
         self._stopped = False
         self._presence_wakeup = trio.Event()
+        self._peers_changed = trio.Event()
 
     # ------------------------------------------------------------ identity
 
@@ -206,6 +207,35 @@ class Node:
     def peer_address(self, peer: UUID) -> str:
         """The ``tcp://ip:port`` endpoint of a present peer; :class:`UnknownPeer` otherwise."""
         return self._present(peer).endpoint
+
+    def find_peers(self, name: str) -> list[UUID]:
+        """The present peers whose HELLO gave ``name`` (names need not be unique)."""
+        return [p.uuid for p in self._peers.values() if p.ready and p.name == name]
+
+    async def wait_for_peer(self, peer: str | UUID) -> UUID:
+        """Wait until a peer with this name (``str``) or UUID is present; return its UUID.
+
+        Returns at once if one already is (with a checkpoint); with several
+        of the same name, any one of them.  Cancellation: nothing changes;
+        bound it with ``trio.fail_after``.  Bad input: anything but a
+        ``str`` or ``uuid.UUID`` raises ``TypeError``.
+        """
+        if not isinstance(peer, str | UUID):
+            raise TypeError(f"a peer is a name (str) or a uuid.UUID, got {type(peer).__name__}")
+        while True:
+            if isinstance(peer, UUID):
+                found = self._peers.get(peer)
+                if found is not None and found.ready:
+                    await trio.lowlevel.checkpoint()
+                    return peer
+            elif matches := self.find_peers(peer):
+                await trio.lowlevel.checkpoint()
+                return matches[0]
+            await self._peers_changed.wait()
+
+    def _announce_change(self) -> None:
+        self._peers_changed.set()
+        self._peers_changed = trio.Event()
 
     def events(self, *, max_buffer: int = 1000, overflow: Overflow = "block") -> EventStream:
         """Subscribe to this node's events from now on.
@@ -393,6 +423,7 @@ class Node:
         del self._by_identity[b"\x01" + peer.uuid.bytes]
         peer.sock.close()  # wakes its waiting senders with PeerDisconnected
         log.debug("peer %s (%s) removed: %s", peer.uuid, peer.name, why)
+        self._announce_change()
         if peer.ready:
             await self._publish(Exit(peer.uuid, peer.name))
 
@@ -515,6 +546,7 @@ class Node:
         peer.status = hello.status
         peer.groups = set(hello.groups)
         peer.ready = True
+        self._announce_change()
         await self._publish(Enter(peer.uuid, peer.name, peer.headers, peer.endpoint))
         for group in hello.groups:
             await self._publish(Join(peer.uuid, peer.name, group))

@@ -473,3 +473,25 @@ async def test_wait_for_peer_by_name_or_uuid() -> None:
                 assert await a.wait_for_peer(b.uuid) == b.uuid
                 assert a.find_peers("b") == [b.uuid]
                 assert a.find_peers("nobody") == []
+
+
+@pytest.mark.parametrize("beacons_refresh", [False, True])
+async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -> None:
+    """Two idle nodes: with zyre's rule they ping each other, with pyre's they need not."""
+    port = free_udp_port()
+    timers = {"evasive_timeout": 0.2, "expired_timeout": 2.0, "beacon_interval": 0.05}
+    with trio.fail_after(5):
+        async with (
+            trizre.open_node(
+                "a", beacon_port=port, beacons_refresh=beacons_refresh, interface="lo", **timers
+            ) as a,
+            trizre.open_node("b", beacon_port=port, interface="lo", **timers) as b,
+        ):
+            events = a.events()
+            await a.wait_for_peer(b.uuid)
+            evasive = False
+            with trio.move_on_after(0.6):
+                await next_event(events, trizre.Evasive)
+                evasive = True
+            assert evasive is not beacons_refresh
+            assert a.peers() == [b.uuid]

@@ -122,6 +122,7 @@ class Node:
         expired_timeout: float,
         protocol_version: int,
         send_hwm: int,
+        beacons_refresh: bool,
     ) -> None:
         self._uuid = uuid4()
         self._name = name
@@ -133,6 +134,7 @@ class Node:
         self._expired = expired_timeout
         self._version = protocol_version
         self._send_hwm = send_hwm
+        self._beacons_refresh = beacons_refresh
         self._identity = b"\x01" + self._uuid.bytes
         self._peers: dict[UUID, _Peer] = {}
         self._by_identity: dict[bytes, _Peer] = {}
@@ -463,6 +465,8 @@ class Node:
                     await self._remove_peer(peer, "beacon with port 0")
             elif peer is None:
                 self._add_peer(beacon.uuid, f"tcp://{address}:{beacon.port}")
+            elif self._beacons_refresh and peer.ready:
+                peer.presence.heard(trio.current_time())
 
     async def _inbox_reader(self) -> None:
         assert self._inbox is not None
@@ -687,6 +691,7 @@ async def open_node(
     expired_timeout: float = 30.0,
     protocol_version: int = 2,
     send_hwm: int = 1000,
+    beacons_refresh: bool = False,
 ) -> AsyncIterator[Node]:
     """Start a ZRE node; stop it when the block ends.
 
@@ -707,6 +712,9 @@ async def open_node(
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
+        beacons_refresh: count a peer's beacons as signs of life, as pyre
+            does.  Off by default (zyre's rule): only TCP traffic proves
+            the link works.  On, an idle mesh sends no PINGs at all.
 
     On leaving the block (normally, by an exception, or by cancellation)
     the node sends a port-0 beacon, closes its sockets with LINGER 0, ends
@@ -739,6 +747,7 @@ async def open_node(
         expired_timeout=expired_timeout,
         protocol_version=protocol_version,
         send_hwm=send_hwm,
+        beacons_refresh=beacons_refresh,
     )
     if not name:
         node._name = node.uuid.hex[:6].upper()

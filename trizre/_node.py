@@ -50,7 +50,7 @@ from ._events import (
 )
 from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
-from ._presence import Presence, PresenceAction
+from ._presence import Liveness, Presence, PresenceAction
 from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket, context
 
@@ -209,6 +209,13 @@ class Node:
     def peer_address(self, peer: UUID) -> str:
         """The ``tcp://ip:port`` endpoint of a present peer; :class:`UnknownPeer` otherwise."""
         return self._present(peer).endpoint
+
+    def peer_is_responsive(self, peer: UUID) -> bool:
+        """False while a present peer is evasive or silent (see presence).
+
+        Raises :class:`UnknownPeer` if the peer is not present.
+        """
+        return self._present(peer).presence.liveness is Liveness.ALIVE
 
     def find_peers(self, name: str) -> list[UUID]:
         """The present peers whose HELLO gave ``name`` (names need not be unique)."""

@@ -1,0 +1,158 @@
+"""Lazy Pirate over ZRE: retries, giving up, following a restarted server."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import trizre
+from tests.nodes import FAST, free_udp_port
+from trizre import patterns
+from trizre.patterns import IncomingRequest, RetryPolicy
+
+
+async def echo(request: IncomingRequest) -> bytes:
+    return b"echo:" + b"".join(request.body)
+
+
+async def test_request_and_reply() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("srv", beacon_port=port, **FAST) as srv,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_server(srv, echo) as server,
+            patterns.open_lazy_pirate_client(cli, "srv") as client,
+        ):
+            assert await client.request(b"a", b"b") == (b"echo:ab",)
+            assert await client.request() == (b"echo:",)  # zero frames both ways
+            # By UUID as well as by name.
+            async with patterns.open_lazy_pirate_client(cli, srv.uuid) as by_uuid:
+                assert await by_uuid.request(b"x") == (b"echo:x",)
+            assert server.executed == server.replied == 3
+
+
+async def test_no_server_means_abandoned_after_exact_attempts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """3 attempts of 2.5 s (the Guide's defaults) and not a moment more."""
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("lonely", beacon_port=port, **FAST) as cli,
+            patterns.open_lazy_pirate_client(cli, "nobody") as client,
+        ):
+            assert client.policy == RetryPolicy(2.5, 3)
+            start = trio.current_time()
+            with pytest.raises(patterns.RequestAbandoned) as caught:
+                await client.request(b"hello?")
+            assert trio.current_time() - start == pytest.approx(7.5)
+            assert caught.value.attempts == 3
+            assert "nobody" in str(caught.value)
+
+
+async def test_a_lost_attempt_is_retried_with_the_same_request_id() -> None:
+    port = free_udp_port()
+    seen: list[int] = []
+
+    async def forgetful(request: IncomingRequest) -> bytes:
+        seen.append(request.request_id)
+        if len(seen) == 1:
+            await trio.sleep_forever()  # the first attempt is never answered
+        return b"second time lucky"
+
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("srv", beacon_port=port, **FAST) as srv,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_server(srv, forgetful),
+            patterns.open_lazy_pirate_client(cli, "srv", RetryPolicy(0.3, 3)) as client,
+        ):
+            start = trio.current_time()
+            assert await client.request(b"q") == (b"second time lucky",)
+            assert trio.current_time() - start >= 0.3
+            assert len(seen) == 2 and seen[0] == seen[1]
+
+
+async def test_handler_errors_are_reported_not_retried() -> None:
+    port = free_udp_port()
+    calls = 0
+
+    async def broken(request: IncomingRequest) -> bytes:
+        nonlocal calls
+        calls += 1
+        raise KeyError("missing")
+
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("srv", beacon_port=port, **FAST) as srv,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_server(srv, broken),
+            patterns.open_lazy_pirate_client(cli, "srv", RetryPolicy(1, 3)) as client,
+        ):
+            with pytest.raises(patterns.RemoteError) as caught:
+                await client.request(b"q")
+            assert caught.value.status == 500
+            assert caught.value.body == (b"KeyError",)
+            assert calls == 1
+            with pytest.raises(TypeError):
+                await client.request("not bytes")  # type: ignore[arg-type]
+
+
+async def test_server_restart_under_the_same_name_is_followed() -> None:
+    """The request in flight when the server dies is answered by its successor."""
+    port = free_udp_port()
+    reached_old = trio.Event()
+    answered = trio.Event()
+    result: list[tuple[bytes, ...]] = []
+
+    async def old_handler(request: IncomingRequest) -> bytes:
+        reached_old.set()
+        await trio.sleep_forever()  # dies with its node, never answering
+        raise AssertionError("unreachable")
+
+    async def new_handler(request: IncomingRequest) -> bytes:
+        return b"new"
+
+    with trio.fail_after(15):
+        async with (
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_lazy_pirate_client(cli, "srv", RetryPolicy(5, 2)) as client,
+            trio.open_nursery() as nursery,
+        ):
+
+            async def ask() -> None:
+                result.append(await client.request(b"q"))
+                answered.set()
+
+            async with (
+                trizre.open_node("srv", beacon_port=port, **FAST) as old,
+                patterns.open_server(old, old_handler),
+            ):
+                old_uuid = old.uuid
+                await cli.wait_for_peer(old.uuid)
+                nursery.start_soon(ask)
+                await reached_old.wait()
+            # The old server is gone with the request unanswered.
+            async with (
+                trizre.open_node("srv", beacon_port=port, **FAST) as new,
+                patterns.open_server(new, new_handler),
+            ):
+                assert new.uuid != old_uuid
+                await answered.wait()
+            assert result == [(b"new",)]
+
+
+async def test_retry_policy_validation() -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(0, 3)
+    with pytest.raises(ValueError):
+        RetryPolicy(1, 0)
+    with pytest.raises(ValueError):
+        RetryPolicy(float("inf"), 1)
+    port = free_udp_port()
+    async with trizre.open_node("n", beacon_port=port, **FAST) as node:
+        with pytest.raises(TypeError):
+            async with patterns.open_lazy_pirate_client(node, 42):  # type: ignore[arg-type]
+                pass

@@ -1,0 +1,141 @@
+"""Binary Star over ZRE: a primary/backup pair that fails over on the client vote.
+
+The two servers find each other by name, WHISPER their state to each
+other every heartbeat (a STATE pattern message), and feed what they hear,
+and every client request, to the pure state machine in ``_bstar_fsm``.
+Only the active server answers requests; the other refuses them with 503
+so that clients move on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import final
+
+import trio
+from trio_util import AsyncValue
+
+from .._events import NodeError, Whisper
+from .._node import Node
+from .._util import unwrap_single_exception_group
+from . import _protocol as proto
+from ._bstar_fsm import BinaryStarFSM, State, Transition
+from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
+
+__all__ = ["BinaryStarServer", "open_binary_star_server"]
+
+log = logging.getLogger("trizre.patterns.bstar")
+
+
+@final
+class BinaryStarServer:
+    """One server of a Binary Star pair, as seen by the application.
+
+    ``state`` is a trio-util ``AsyncValue``: read ``state.value`` or wait
+    with ``await state.wait_value(State.ACTIVE)``.  ``transitions`` lists
+    every change with the time it happened (``trio.current_time()``).
+    """
+
+    def __init__(self, node: Node, fsm: BinaryStarFSM, partner: str) -> None:
+        self.node = node
+        self.partner = partner
+        self._fsm = fsm
+        self.state: AsyncValue[State] = AsyncValue(fsm.state)
+        self.transitions: list[tuple[float, Transition]] = []
+        self.server: Server | None = None
+
+    @property
+    def failover_timeout(self) -> float:
+        """How long the partner must be silent before this server may take over."""
+        return self._fsm.failover_timeout
+
+    def _record(self, transition: Transition) -> None:
+        if transition.changed:
+            self.transitions.append((trio.current_time(), transition))
+            log.info(
+                "%s: %s -> %s on %s",
+                self.node.name,
+                transition.old_state.name,
+                transition.new_state.name,
+                transition.event.name,
+            )
+            self.state.value = transition.new_state
+
+    def _gate(self, _request: IncomingRequest) -> int | None:
+        transition = self._fsm.client_request(trio.current_time())
+        self._record(transition)
+        return None if transition.accepted else proto.Status.UNAVAILABLE
+
+    async def _heartbeat(self) -> None:
+        while True:
+            message = proto.encode(proto.State(self._fsm.state.value))
+            for peer in self.node.find_peers(self.partner):
+                try:
+                    await self.node.whisper(peer, *message)
+                except NodeError as exc:
+                    log.debug("state to %s not sent: %s", peer, exc)
+            await trio.sleep(self._fsm.heartbeat)
+
+    async def _listen(self, events: AsyncIterator[object]) -> None:
+        async for event in events:
+            if not isinstance(event, Whisper) or event.name != self.partner:
+                continue
+            try:
+                message = proto.decode(event.frames)
+            except proto.PatternDecodeError as exc:
+                log.debug("dropping malformed pattern traffic: %s", exc)
+                continue
+            if not isinstance(message, proto.State):
+                continue
+            try:
+                peer_state = State(message.state)
+            except ValueError:
+                log.warning("partner sent an unknown state %d", message.state)
+                continue
+            # A fatal pairing (two actives, two passives) raises out of here
+            # and stops this server: an operator must look.
+            self._record(self._fsm.peer_state(peer_state, trio.current_time()))
+
+
+@asynccontextmanager
+async def open_binary_star_server(
+    node: Node,
+    handler: Handler,
+    *,
+    primary: bool,
+    partner: str,
+    heartbeat: float = 1.0,
+    reply_cache: ReplyCache | None = None,
+) -> AsyncIterator[BinaryStarServer]:
+    """Serve ``handler`` as one half of a Binary Star pair.
+
+    ``primary`` says which half this is; ``partner`` is the other server's
+    node name.  Both must use the same ``heartbeat``; the failover timeout
+    is two heartbeats.  Recovery is manual: after a failover the pair does
+    not fail back by itself.
+
+    Raises ``SplitBrain`` (two active servers) or ``DualPassive`` out of
+    the block when the pair is in a fatal state; the server stops.
+    Bad input: ``partner`` equal to this node's name or a non-positive
+    heartbeat raises ``ValueError``.
+    """
+    if partner == node.name:
+        raise ValueError("a Binary Star server cannot be its own partner")
+    fsm = BinaryStarFSM(primary=primary, heartbeat=heartbeat, now=trio.current_time())
+    star = BinaryStarServer(node, fsm, partner)
+    events = node.events()
+    with unwrap_single_exception_group():
+        async with (
+            open_server(node, handler, reply_cache=reply_cache, _gate=star._gate) as server,
+            trio.open_nursery() as nursery,
+        ):
+            star.server = server
+            nursery.start_soon(star._listen, events)
+            nursery.start_soon(star._heartbeat)
+            try:
+                yield star
+            finally:
+                events.close()
+                nursery.cancel_scope.cancel()

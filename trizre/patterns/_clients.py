@@ -1,0 +1,358 @@
+"""The requesting side: Lazy Pirate, services over groups, Binary Star clients."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import final
+from uuid import UUID
+
+import trio
+
+from .._events import NodeError
+from .._node import Node
+from . import _protocol as proto
+from ._common import (
+    RemoteError,
+    ReplyRouter,
+    RequestAbandoned,
+    RetryPolicy,
+    _Pending,
+    new_request_id,
+    open_reply_router,
+)
+from ._server import check_service_name
+
+__all__ = [
+    "BinaryStarClient",
+    "LazyPirateClient",
+    "ServiceClient",
+    "open_binary_star_client",
+    "open_lazy_pirate_client",
+    "open_service_client",
+]
+
+log = logging.getLogger("trizre.patterns")
+
+_Outcome = proto.Reply | None  # None: this attempt timed out or was refused
+
+
+def _check_frames(frames: Sequence[bytes]) -> tuple[bytes, ...]:
+    for frame in frames:
+        if not isinstance(frame, bytes):
+            raise TypeError(f"request frames must be bytes, got {type(frame).__name__}")
+    return tuple(frames)
+
+
+async def _attempt(
+    router: ReplyRouter,
+    pending: _Pending,
+    message: list[bytes],
+    target: Callable[[], UUID | None],
+) -> proto.Reply:
+    """Send ``message`` to a live target and wait for its reply.
+
+    If the target exits or goes silent, or cannot be sent to, the request
+    goes at once to whatever ``target()`` names next (waiting for one to
+    appear).  Only the caller's cancel scope ends an attempt.
+    """
+    node = router.node
+    while True:
+        peer = target()
+        if peer is None:
+            await router.membership_changed()
+            continue
+        pending.current, pending.lost = peer, False
+        pending.sent_to.add(peer)
+        try:
+            await node.whisper(peer, *message)
+        except NodeError as exc:
+            log.debug("request could not go to %s: %s", peer, exc)
+            pending.lost = True
+        while pending.reply is None and not pending.lost:
+            await pending.wait()
+        if pending.reply is not None:
+            return pending.reply
+
+
+async def _request(
+    router: ReplyRouter,
+    frames: Sequence[bytes],
+    policy: RetryPolicy,
+    *,
+    service: str,
+    target: Callable[[int, _Pending], UUID | None],
+    describe: str,
+    on_refused: Callable[[], None] = lambda: None,
+) -> tuple[bytes, ...]:
+    """The retry loop every client shares.
+
+    ``target(attempt, pending)`` names the peer for this attempt (or None
+    while there is none).  A timeout or a 503 refusal ends the attempt;
+    any other non-200 status raises :class:`RemoteError` at once.
+    """
+    body = _check_frames(frames)
+    request_id = new_request_id()
+    message = proto.encode(proto.Request(request_id, service, body))
+    pending = router.open(request_id)
+    try:
+        for attempt in range(policy.attempts):
+            with trio.move_on_after(policy.attempt_timeout) as scope:
+                reply = await _attempt(
+                    router, pending, message, functools.partial(target, attempt, pending)
+                )
+                if reply.status == proto.Status.OK:
+                    return reply.body
+                if reply.status != proto.Status.UNAVAILABLE:
+                    raise RemoteError(reply.status, reply.body)
+                # Refused (e.g. a passive Binary Star server): not executed.
+                # Wait out this attempt, then try again (maybe elsewhere).
+                pending.reply = None
+                on_refused()
+                await trio.sleep_forever()
+            if scope.cancelled_caught:
+                router.timed_out(pending)
+                log.debug(
+                    "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
+                )
+        raise RequestAbandoned(request_id, policy.attempts, describe)
+    finally:
+        router.close(request_id)
+
+
+# ----------------------------------------------------------------- Lazy Pirate
+
+
+@final
+class LazyPirateClient:
+    """Reliable requests to one server peer, found by name or UUID.
+
+    Each request is sent, waited for ``policy.attempt_timeout``, and resent
+    (with the same request id, so a server with a reply cache runs it once)
+    up to ``policy.attempts`` times.  The server is looked up by name at
+    every send, so a server that restarts (new UUID, same name) is followed
+    — the ZRE equivalent of the Guide's close-and-reopen — and a server
+    that exits gets the request again as soon as it is back.
+    """
+
+    def __init__(self, router: ReplyRouter, server: str | UUID, policy: RetryPolicy) -> None:
+        self._router = router
+        self.server = server
+        self.policy = policy
+
+    def _target(self, _attempt: int, _pending: _Pending) -> UUID | None:
+        node = self._router.node
+        if isinstance(self.server, UUID):
+            return self.server if self.server in node.peers() else None
+        found = node.find_peers(self.server)
+        return found[0] if found else None
+
+    async def request(self, *frames: bytes) -> tuple[bytes, ...]:
+        """Send a request and return the reply's frames.
+
+        Raises :class:`RequestAbandoned` after ``policy.attempts`` attempts
+        without a reply, :class:`RemoteError` if the server answered with
+        an error status, ``TypeError`` for frames that are not bytes.
+        Cancellation: the request is abandoned; a late reply is dropped.
+        """
+        return await _request(
+            self._router,
+            frames,
+            self.policy,
+            service="",
+            target=self._target,
+            describe=f"server {self.server}",
+        )
+
+
+@asynccontextmanager
+async def open_lazy_pirate_client(
+    node: Node, server: str | UUID, policy: RetryPolicy | None = None
+) -> AsyncIterator[LazyPirateClient]:
+    """A :class:`LazyPirateClient` for ``server``; it listens while the block runs."""
+    if not isinstance(server, str | UUID):
+        raise TypeError(f"server is a peer name or UUID, got {type(server).__name__}")
+    async with open_reply_router(node) as router:
+        yield LazyPirateClient(router, server, policy or RetryPolicy())
+
+
+# -------------------------------------------------------- services over groups
+
+
+@final
+class ServiceClient:
+    """Requests to services, where a service is the ZRE group its workers join.
+
+    Each request goes to one live worker of the group, never one that has
+    exited, ranked by: fewest unanswered attempts since its last reply (a
+    stuck worker that still answers ZRE PINGs sinks to the bottom after one
+    timeout), responsive (not evasive or silent), not already tried for
+    this request, fewest of our requests outstanding, least recently used.  When a worker
+    exits or goes silent, requests in flight to it are resent at once to
+    another; when an attempt times out (a stuck worker), the next attempt
+    goes elsewhere.  Many requests may be in flight at once (call
+    :meth:`request` from many tasks): each has its own id.
+
+    ``mmi.service`` is answered locally from group membership: see
+    :meth:`mmi`.
+    """
+
+    def __init__(self, router: ReplyRouter, policy: RetryPolicy) -> None:
+        self._router = router
+        self.policy = policy
+        self._last_used: dict[UUID, int] = {}
+        self._uses = 0
+
+    def workers(self, service: str) -> list[UUID]:
+        """The peers currently offering ``service`` (members of its group)."""
+        return self._router.node.peers_by_group(service)
+
+    async def wait_for_service(self, service: str, workers: int = 1) -> None:
+        """Wait until at least ``workers`` peers offer ``service``.
+
+        Cancellation: nothing changes; bound it with ``trio.fail_after``.
+        """
+        while len(self.workers(service)) < workers:
+            await self._router.membership_changed()
+        await trio.lowlevel.checkpoint()
+
+    def _choose(self, service: str, pending: _Pending) -> UUID | None:
+        node = self._router.node
+        workers = node.peers_by_group(service)
+        if not workers:
+            return None
+        router = self._router
+
+        def rank(worker: UUID) -> tuple[int, bool, bool, int, int]:
+            return (
+                router.suspicion.get(worker, 0),
+                not node.peer_is_responsive(worker),
+                worker in pending.sent_to,
+                router.outstanding(worker),
+                self._last_used.get(worker, -1),
+            )
+
+        choice = min(workers, key=rank)
+        self._uses += 1
+        self._last_used[choice] = self._uses
+        return choice
+
+    async def request(self, service: str, *frames: bytes) -> tuple[bytes, ...]:
+        """Send a request to ``service`` and return the reply's frames.
+
+        ``mmi.*`` services are answered locally (see :meth:`mmi`).  Raises
+        :class:`RequestAbandoned` when no worker answered within
+        ``policy.attempts`` attempts (also when there is no worker at all),
+        :class:`RemoteError` for an error status, ``ValueError`` for an
+        invalid service name.  Cancellation: the request is abandoned.
+        """
+        if service.startswith("mmi."):
+            status = self.mmi(service, *frames)
+            return (str(status).encode(),)
+        check_service_name(service)
+        return await _request(
+            self._router,
+            frames,
+            self.policy,
+            service=service,
+            target=lambda _attempt, pending: self._choose(service, pending),
+            describe=f"service {service!r}",
+        )
+
+    def mmi(self, query: str, *args: bytes) -> int:
+        """The Majordomo management interface, answered from ZRE groups.
+
+        ``mmi("mmi.service", b"echo")`` is 200 when at least one worker
+        offers ``echo``, 404 when none does; any other ``mmi.*`` query is
+        501.  Nothing goes on the wire.
+        """
+        if query != "mmi.service":
+            return proto.Status.NOT_IMPLEMENTED
+        if len(args) != 1:
+            raise ValueError("mmi.service takes exactly one argument: the service name")
+        name = args[0].decode("utf-8", "replace")
+        return proto.Status.OK if self.workers(name) else proto.Status.NOT_FOUND
+
+
+@asynccontextmanager
+async def open_service_client(
+    node: Node, policy: RetryPolicy | None = None
+) -> AsyncIterator[ServiceClient]:
+    """A :class:`ServiceClient`; it listens for replies while the block runs."""
+    async with open_reply_router(node) as router:
+        yield ServiceClient(router, policy or RetryPolicy())
+
+
+# ----------------------------------------------------------------- Binary Star
+
+
+@final
+class BinaryStarClient:
+    """Requests to a Binary Star pair, known by the names of its two servers.
+
+    It talks to the server it believes active (the primary at first).
+    When an attempt times out, the server is gone, or it refuses (a
+    passive server answers 503), the next attempt goes to the other
+    server, resending the same request; the servers' failover timeout
+    must be no longer than ``policy.attempt_timeout``.  It stays with
+    whichever server last answered, so there is no fail-back by itself.
+    """
+
+    def __init__(self, router: ReplyRouter, primary: str, backup: str, policy: RetryPolicy) -> None:
+        self._router = router
+        self.servers = (primary, backup)
+        self.policy = policy
+        self._current = 0
+        self.failovers = 0
+
+    @property
+    def current(self) -> str:
+        """The name of the server the next request goes to first."""
+        return self.servers[self._current]
+
+    def _switch(self) -> None:
+        self._current ^= 1
+        self.failovers += 1
+
+    def _target(self, attempt: int, pending: _Pending) -> UUID | None:
+        node = self._router.node
+        if attempt > 0 and pending.current is not None and pending.reply is None:
+            # A new attempt after a timeout or a refusal: the other server.
+            if pending.current in node.find_peers(self.current):
+                self._switch()
+            pending.current = None
+        found = node.find_peers(self.current)
+        return found[0] if found else None
+
+    async def request(self, *frames: bytes) -> tuple[bytes, ...]:
+        """Send a request to the active server and return the reply's frames.
+
+        Raises :class:`RequestAbandoned` after ``policy.attempts`` attempts
+        without a reply, :class:`RemoteError` for an error status.
+        Cancellation: the request is abandoned.
+        """
+        return await _request(
+            self._router,
+            frames,
+            self.policy,
+            service="",
+            target=self._target,
+            describe=f"binary star {self.servers[0]}/{self.servers[1]}",
+        )
+
+
+@asynccontextmanager
+async def open_binary_star_client(
+    node: Node, primary: str, backup: str, policy: RetryPolicy | None = None
+) -> AsyncIterator[BinaryStarClient]:
+    """A :class:`BinaryStarClient` for the pair; it listens while the block runs.
+
+    The default policy gives each attempt 2.5 s (longer than the default
+    2 s failover) and 10 attempts, so a failover is ridden out.
+    """
+    if primary == backup:
+        raise ValueError("the two servers of a Binary Star pair need different names")
+    async with open_reply_router(node) as router:
+        yield BinaryStarClient(router, primary, backup, policy or RetryPolicy(attempts=10))

@@ -1,0 +1,196 @@
+"""What every pattern shares: retry policy, errors, and the reply router."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import final
+from uuid import UUID
+
+import attrs
+import trio
+
+from .._events import Exit, Silent, Whisper
+from .._fanout import EventStream
+from .._node import Node
+from .._util import unwrap_single_exception_group
+from . import _protocol as proto
+
+__all__ = [
+    "PatternError",
+    "RemoteError",
+    "ReplyRouter",
+    "RequestAbandoned",
+    "RetryPolicy",
+    "new_request_id",
+    "open_reply_router",
+]
+
+log = logging.getLogger("trizre.patterns")
+
+
+class PatternError(Exception):
+    """Base class of the errors the patterns raise."""
+
+
+class RequestAbandoned(PatternError):
+    """Every attempt of a request went unanswered; the client gave up.
+
+    The request may or may not have been executed (a server may have
+    answered after we stopped listening): make requests idempotent, or use
+    a server with a reply cache, if that matters.
+    """
+
+    def __init__(self, request_id: int, attempts: int, target: str) -> None:
+        super().__init__(f"request {request_id:#x} to {target}: no reply after {attempts} attempts")
+        self.request_id = request_id
+        self.attempts = attempts
+        self.target = target
+
+
+class RemoteError(PatternError):
+    """The server answered with an error status (not retried: it would fail again)."""
+
+    def __init__(self, status: int, body: tuple[bytes, ...]) -> None:
+        detail = b" ".join(body).decode("utf-8", "replace")
+        super().__init__(f"status {status}: {detail}" if detail else f"status {status}")
+        self.status = status
+        self.body = body
+
+
+@final
+@attrs.frozen
+class RetryPolicy:
+    """How long to wait for each attempt, and how many attempts to make.
+
+    Defaults follow the Guide's Lazy Pirate: 2.5 s per attempt, 3 attempts.
+    Bad input: a non-positive or non-finite ``attempt_timeout`` or fewer
+    than one attempt raises ``ValueError`` at construction.
+    """
+
+    attempt_timeout: float = 2.5
+    attempts: int = 3
+
+    def __attrs_post_init__(self) -> None:
+        timeout = self.attempt_timeout
+        if not (isinstance(timeout, int | float) and timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"attempt_timeout must be a positive number of seconds: {timeout!r}")
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(f"attempts must be a whole number >= 1: {self.attempts!r}")
+
+
+def new_request_id() -> int:
+    """A random 64-bit id: unique enough across clients without coordination."""
+    return random.getrandbits(64)
+
+
+@final
+class _Pending:
+    """One request in flight: who has it, and its answer when it comes."""
+
+    __slots__ = ("_wake", "current", "lost", "reply", "sent_to")
+
+    def __init__(self) -> None:
+        self.sent_to: set[UUID] = set()
+        self.current: UUID | None = None
+        self.reply: proto.Reply | None = None
+        self.lost = False  # the current target exited or went silent
+        self._wake = trio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def wait(self) -> None:
+        """Wait for a reply or the loss of the current target."""
+        await self._wake.wait()
+        self._wake = trio.Event()
+
+
+@final
+class ReplyRouter:
+    """Routes replies to the requests waiting for them, by request id.
+
+    Replies whose id is not pending (stale or duplicate) or that come from
+    a peer the request was never sent to (foreign) are dropped.  It also
+    tells a pending request when its current target exits or goes silent,
+    so that it can be resent at once instead of after its timeout.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._pending: dict[int, _Pending] = {}
+        self.dropped = 0  # replies dropped as stale, duplicate or foreign
+        # Attempts that timed out per peer since its last reply: a peer that
+        # answers PINGs but not requests (a stuck worker) is "suspect".
+        self.suspicion: dict[UUID, int] = {}
+        self._membership = trio.Event()
+
+    def open(self, request_id: int) -> _Pending:
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id:#x} is already in flight")
+        pending = _Pending()
+        self._pending[request_id] = pending
+        return pending
+
+    def close(self, request_id: int) -> None:
+        self._pending.pop(request_id, None)
+
+    def outstanding(self, peer: UUID) -> int:
+        """How many pending requests currently target ``peer``."""
+        return sum(1 for p in self._pending.values() if p.current == peer and p.reply is None)
+
+    async def membership_changed(self) -> None:
+        """Wait until some peer enters, exits, joins or leaves a group."""
+        await self._membership.wait()
+
+    async def run(self, events: EventStream) -> None:
+        async for event in events:
+            if isinstance(event, Whisper):
+                try:
+                    message = proto.decode(event.frames)
+                except proto.PatternDecodeError as exc:
+                    log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
+                    continue
+                if isinstance(message, proto.Reply):
+                    self._on_reply(event.peer, message)
+                continue
+            if isinstance(event, Exit | Silent):
+                for pending in self._pending.values():
+                    if pending.current == event.peer and pending.reply is None:
+                        pending.lost = True
+                        pending.wake()
+            self._membership.set()
+            self._membership = trio.Event()
+
+    def timed_out(self, pending: _Pending) -> None:
+        """An attempt to ``pending.current`` went unanswered: suspect it."""
+        if pending.current is not None:
+            self.suspicion[pending.current] = self.suspicion.get(pending.current, 0) + 1
+
+    def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
+        self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
+        pending = self._pending.get(reply.request_id)
+        if pending is None or pending.reply is not None or peer not in pending.sent_to:
+            self.dropped += 1
+            log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)
+            return
+        pending.reply = reply
+        pending.wake()
+
+
+@asynccontextmanager
+async def open_reply_router(node: Node) -> AsyncIterator[ReplyRouter]:
+    """A reply router with its own event subscription and task."""
+    router = ReplyRouter(node)
+    events = node.events()
+    with unwrap_single_exception_group():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(router.run, events)
+            try:
+                yield router
+            finally:
+                events.close()
+                nursery.cancel_scope.cancel()

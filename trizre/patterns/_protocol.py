@@ -1,0 +1,183 @@
+"""The pattern envelope: what travels inside WHISPER frames (sans-I/O).
+
+Frame 0 of every pattern message is a 14-octet header::
+
+    "TZRP"  version(1)=1  command(1)  request-id(8, big-endian)
+
+followed by the command's frames:
+
+    REQUEST (1)  service (UTF-8, empty = "whoever I sent it to"), body frames...
+    REPLY   (2)  status (2 octets, big-endian), body frames...
+    STATE   (3)  state (1 octet: a Binary Star state)
+
+Anything whose frame 0 does not start with ``TZRP`` is application traffic
+and not ours: :func:`decode` returns ``None`` for it.  Pattern traffic that
+is malformed raises :class:`PatternDecodeError`; receivers drop it.  The
+written contract is ``patterns/README.md``; byte vectors are in
+``patterns/vectors/envelope.json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Sequence
+from typing import Final, TypeAlias, final
+
+import attrs
+
+__all__ = [
+    "TAG",
+    "VERSION",
+    "Command",
+    "PatternDecodeError",
+    "PatternMessage",
+    "Reply",
+    "Request",
+    "State",
+    "Status",
+    "decode",
+    "encode",
+]
+
+TAG: Final = b"TZRP"
+VERSION: Final = 1
+_HEADER: Final = struct.Struct(">4sBBQ")
+_STATUS: Final = struct.Struct(">H")
+MAX_REQUEST_ID: Final = 2**64 - 1
+
+
+class Command(enum.IntEnum):
+    """Pattern command ids (octet 5 of the header)."""
+
+    REQUEST = 1
+    REPLY = 2
+    STATE = 3
+
+
+class Status(enum.IntEnum):
+    """Reply status codes, in the spirit of HTTP and the Guide's MMI."""
+
+    OK = 200
+    NOT_FOUND = 404  # no such service (MMI), or a worker that does not offer it
+    ERROR = 500  # the handler raised; the body holds a short description
+    NOT_IMPLEMENTED = 501  # an mmi.* query nobody knows
+    UNAVAILABLE = 503  # refused: a passive Binary Star server, a shutting-down worker
+
+
+class PatternDecodeError(ValueError):
+    """Pattern traffic (it starts with ``TZRP``) that is malformed."""
+
+
+@final
+@attrs.frozen
+class Request:
+    """A request for ``service`` ("" when addressed to one peer directly)."""
+
+    request_id: int
+    service: str
+    body: tuple[bytes, ...] = ()
+
+
+@final
+@attrs.frozen
+class Reply:
+    """The answer to the request with the same ``request_id``."""
+
+    request_id: int
+    status: int
+    body: tuple[bytes, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True for status 200."""
+        return self.status == Status.OK
+
+
+@final
+@attrs.frozen
+class State:
+    """A Binary Star server's state heartbeat (``state`` is a State value, 1..4)."""
+
+    state: int
+
+
+PatternMessage: TypeAlias = Request | Reply | State
+
+
+def _header(command: Command, request_id: int) -> bytes:
+    if not 0 <= request_id <= MAX_REQUEST_ID:
+        raise ValueError(f"request_id must fit in 64 bits, got {request_id}")
+    return _HEADER.pack(TAG, VERSION, command, request_id)
+
+
+def encode(message: PatternMessage) -> list[bytes]:
+    """The frames for ``message``.
+
+    Bad input raises ``ValueError`` (a request id outside 64 bits, a
+    service name over 255 UTF-8 bytes, a status outside 0..65535, a state
+    outside 0..255) or ``TypeError`` (body frames that are not bytes).
+    """
+    if isinstance(message, Request):
+        service = message.service.encode("utf-8")
+        if len(service) > 255:
+            raise ValueError(f"service name over 255 UTF-8 bytes: {message.service[:20]!r}...")
+        frames = [_header(Command.REQUEST, message.request_id), service]
+    elif isinstance(message, Reply):
+        if not 0 <= message.status <= 0xFFFF:
+            raise ValueError(f"status must fit in 16 bits, got {message.status}")
+        frames = [_header(Command.REPLY, message.request_id), _STATUS.pack(message.status)]
+    elif isinstance(message, State):
+        if not 0 <= message.state <= 255:
+            raise ValueError(f"state must fit in one octet, got {message.state}")
+        return [_header(Command.STATE, 0), bytes([message.state])]
+    else:
+        raise TypeError(f"not a pattern message: {type(message).__name__}")
+    for frame in message.body:
+        if not isinstance(frame, bytes):
+            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
+    frames.extend(message.body)
+    return frames
+
+
+def is_pattern_traffic(frames: Sequence[bytes]) -> bool:
+    """True when frame 0 carries the ``TZRP`` tag."""
+    return bool(frames) and frames[0][:4] == TAG
+
+
+def decode(frames: Sequence[bytes]) -> PatternMessage | None:
+    """Parse WHISPER/SHOUT frames; ``None`` if they are not pattern traffic.
+
+    Raises :class:`PatternDecodeError` for pattern traffic that is
+    malformed: a short header, another version, an unknown command,
+    missing or oversize fields, or invalid UTF-8.
+    """
+    if not is_pattern_traffic(frames):
+        return None
+    head = frames[0]
+    if len(head) != _HEADER.size:
+        raise PatternDecodeError(f"header must be {_HEADER.size} octets, got {len(head)}")
+    _, version, command, request_id = _HEADER.unpack(head)
+    if version != VERSION:
+        raise PatternDecodeError(f"pattern version {version}, this side speaks {VERSION}")
+    if command == Command.REQUEST:
+        if len(frames) < 2:
+            raise PatternDecodeError("REQUEST without a service frame")
+        raw = frames[1]
+        if len(raw) > 255:
+            raise PatternDecodeError("REQUEST service name over 255 octets")
+        try:
+            service = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None
+        return Request(request_id, service, tuple(frames[2:]))
+    if command == Command.REPLY:
+        if len(frames) < 2 or len(frames[1]) != _STATUS.size:
+            raise PatternDecodeError("REPLY needs a 2-octet status frame")
+        (status,) = _STATUS.unpack(frames[1])
+        return Reply(request_id, status, tuple(frames[2:]))
+    if command == Command.STATE:
+        if len(frames) != 2 or len(frames[1]) != 1:
+            raise PatternDecodeError("STATE carries exactly one 1-octet frame")
+        return State(frames[1][0])
+    raise PatternDecodeError(f"unknown pattern command {command}")

@@ -317,13 +317,14 @@ class BinaryStarClient:
         self.failovers += 1
 
     def _target(self, attempt: int, pending: _Pending) -> UUID | None:
-        node = self._router.node
-        if attempt > 0 and pending.current is not None and pending.reply is None:
-            # A new attempt after a timeout or a refusal: the other server.
-            if pending.current in node.find_peers(self.current):
-                self._switch()
-            pending.current = None
-        found = node.find_peers(self.current)
+        # pending.memo: (attempt, server name) of this request's last send.
+        memo = pending.memo
+        if isinstance(memo, tuple) and memo[0] != attempt and memo[1] == self.current:
+            # An attempt at the current server failed (timeout or refusal):
+            # fail over.  Requests that failed with it find it switched.
+            self._switch()
+        pending.memo = (attempt, self.current)
+        found = self._router.node.find_peers(self.current)
         return found[0] if found else None
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:

@@ -91,9 +91,10 @@ def new_request_id() -> int:
 class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
-    __slots__ = ("_wake", "current", "lost", "reply", "sent_to")
+    __slots__ = ("_wake", "current", "lost", "memo", "reply", "sent_to")
 
     def __init__(self) -> None:
+        self.memo: object = None  # for the client's own bookkeeping
         self.sent_to: set[UUID] = set()
         self.current: UUID | None = None
         self.reply: proto.Reply | None = None

@@ -1,0 +1,165 @@
+"""Binary Star over ZRE on loopback: start-up, failover, no fail-back, split brain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+import trizre
+from tests.nodes import FAST, free_udp_port
+from trizre import patterns
+from trizre.patterns import IncomingRequest, RetryPolicy, State
+
+HEARTBEAT = 0.1  # failover after 0.2 s
+
+
+async def answer(request: IncomingRequest) -> bytes:
+    return b"ok:" + b"".join(request.body)
+
+
+@attrs.define
+class Running:
+    node: trizre.Node
+    star: patterns.BinaryStarServer
+    scope: trio.CancelScope
+    stopped: trio.Event
+
+    async def kill(self) -> None:
+        self.scope.cancel()
+        await self.stopped.wait()
+
+
+async def run_server(port: int, name: str, primary: bool, partner: str, task_status: Any) -> None:
+    stopped = trio.Event()
+    try:
+        with trio.CancelScope() as scope:
+            async with (
+                trizre.open_node(name, beacon_port=port, **FAST) as node,
+                patterns.open_binary_star_server(
+                    node, answer, primary=primary, partner=partner, heartbeat=HEARTBEAT
+                ) as star,
+            ):
+                task_status.started(Running(node, star, scope, stopped))
+                await trio.sleep_forever()
+    finally:
+        stopped.set()
+
+
+async def test_pair_settles_primary_active_backup_passive() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            primary = await nursery.start(run_server, port, "p", True, "b")
+            backup = await nursery.start(run_server, port, "b", False, "p")
+            await primary.star.state.wait_value(State.ACTIVE)
+            await backup.star.state.wait_value(State.PASSIVE)
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(0.5, 4)) as client,
+            ):
+                for i in range(5):
+                    assert await client.request(str(i).encode()) == (b"ok:%d" % i,)
+                assert client.current == "p"
+                assert client.failovers == 0
+            assert primary.star.server.executed == 5
+            assert backup.star.server.executed == 0
+            nursery.cancel_scope.cancel()
+
+
+async def test_passive_server_refuses_so_clients_move_on() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            primary = await nursery.start(run_server, port, "p", True, "b")
+            backup = await nursery.start(run_server, port, "b", False, "p")
+            await backup.star.state.wait_value(State.PASSIVE)
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                # A client that believes the backup is the primary.
+                patterns.open_binary_star_client(cli, "b", "p", RetryPolicy(0.5, 4)) as client,
+            ):
+                assert await client.request(b"x") == (b"ok:x",)
+                assert client.current == "p"  # refused by b, it moved on
+                assert backup.star.server.refused >= 1
+                assert backup.star.server.executed == 0
+            assert primary.star.state.value is State.ACTIVE
+            nursery.cancel_scope.cancel()
+
+
+async def test_failover_with_requests_in_flight_and_no_fail_back() -> None:
+    port = free_udp_port()
+    n = 40
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            primary = await nursery.start(run_server, port, "p", True, "b")
+            backup = await nursery.start(run_server, port, "b", False, "p")
+            await backup.star.state.wait_value(State.PASSIVE)
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(0.5, 10)) as client,
+            ):
+                replies: dict[int, tuple[bytes, ...]] = {}
+
+                async def ask(i: int) -> None:
+                    replies[i] = await client.request(str(i).encode())
+
+                async with trio.open_nursery() as requests:
+                    for i in range(n // 2):
+                        requests.start_soon(ask, i)
+                    await primary.kill()  # the primary dies with requests in flight
+                    for i in range(n // 2, n):
+                        requests.start_soon(ask, i)
+                assert replies == {i: (b"ok:%d" % i,) for i in range(n)}
+                assert backup.star.state.value is State.ACTIVE
+                assert client.current == "b"
+                taken_over = [t for _, t in backup.star.transitions if t.new_state is State.ACTIVE]
+                assert len(taken_over) == 1 and taken_over[0].event.name == "CLIENT_REQUEST"
+
+                # The old primary comes back: it does not take over again.
+                restarted = await nursery.start(run_server, port, "p", True, "b")
+                await restarted.star.state.wait_value(State.PASSIVE)
+                assert await client.request(b"after") == (b"ok:after",)
+                assert backup.star.state.value is State.ACTIVE
+                assert restarted.star.server.executed == 0
+            nursery.cancel_scope.cancel()
+
+
+async def test_dual_active_is_fatal() -> None:
+    """A partner that claims to be active while we are active: split brain."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("impostor", beacon_port=port, **FAST) as impostor:
+            with pytest.raises(patterns.SplitBrain):
+                async with (
+                    trizre.open_node("p", beacon_port=port, **FAST) as node,
+                    patterns.open_binary_star_server(
+                        node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
+                    ) as star,
+                ):
+                    await impostor.wait_for_peer("p")
+                    # Pretend to be a passive backup, then turn active too.
+                    state = patterns._protocol.State
+                    encode = patterns._protocol.encode
+                    await impostor.whisper(node.uuid, *encode(state(State.BACKUP.value)))
+                    await star.state.wait_value(State.ACTIVE)
+                    await impostor.whisper(node.uuid, *encode(state(State.ACTIVE.value)))
+                    await trio.sleep_forever()
+
+
+async def test_server_configuration_errors() -> None:
+    port = free_udp_port()
+    async with trizre.open_node("p", beacon_port=port, **FAST) as node:
+        with pytest.raises(ValueError, match="own partner"):
+            async with patterns.open_binary_star_server(node, answer, primary=True, partner="p"):
+                pass
+        with pytest.raises(ValueError, match="heartbeat"):
+            async with patterns.open_binary_star_server(
+                node, answer, primary=True, partner="b", heartbeat=0
+            ):
+                pass
+        with pytest.raises(ValueError, match="different names"):
+            async with patterns.open_binary_star_client(node, "x", "x"):
+                pass

@@ -26,7 +26,7 @@ pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/python examples/chat.py --demo
+	$(BIN)/python examples/bstar_pair.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_codec.py

@@ -87,3 +87,43 @@ def _read_until(stream: IO[str], wanted: str, timeout: float = 10.0) -> bool:
 
     threading.Thread(target=reader, daemon=True).start()
     return found.wait(timeout)
+
+
+def test_bstar_pair_all_in_one_fails_over_without_loss() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "bstar_pair.py"), "--requests", "30"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backup is ACTIVE" in result.stdout
+    assert "lost 0, wrong answers 0" in result.stdout
+    assert "answered 30 (primary 15, backup 15)" in result.stdout
+
+
+def test_bstar_pair_roles_in_separate_processes() -> None:
+    port = str(free_udp_port())
+    script = [sys.executable, "-u", str(ROOT / "examples" / "bstar_pair.py"), "--port", port]
+    servers = [
+        subprocess.Popen([*script, "--role", role], stdout=subprocess.PIPE, text=True)
+        for role in ("primary", "backup")
+    ]
+    try:
+        primary, backup = servers
+        assert primary.stdout is not None and backup.stdout is not None
+        assert _read_until(primary.stdout, "primary: ACTIVE")
+        client = subprocess.run(
+            [*script, "--role", "client", "--requests", "5"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert client.returncode == 0, client.stdout + client.stderr
+        assert "5 of 5 requests answered" in client.stdout
+    finally:
+        for proc in servers:
+            proc.kill()
+            proc.wait()

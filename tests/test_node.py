@@ -495,3 +495,27 @@ async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -
                 evasive = True
             assert evasive is not beacons_refresh
             assert a.peers() == [b.uuid]
+
+
+async def test_whisper_nowait_keeps_order_with_whisper() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            events = b.events()
+            await a.wait_for_peer(b.uuid)
+            sent = []
+            for i in range(200):
+                if i % 3 == 0:
+                    await a.whisper(b.uuid, bytes([i]))
+                elif a.whisper_nowait(b.uuid, bytes([i])):
+                    pass
+                else:  # full: the caller falls back to waiting
+                    await a.whisper(b.uuid, bytes([i]))
+                sent.append(i)
+            got = [(await next_event(events, trizre.Whisper)).frames[0][0] for _ in range(200)]
+            assert got == sent
+            with pytest.raises(trizre.UnknownPeer):
+                a.whisper_nowait(uuid.uuid4(), b"x")

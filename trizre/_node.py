@@ -279,6 +279,22 @@ class Node:
             target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
         )
 
+    def whisper_nowait(self, peer: UUID, *frames: bytes) -> bool:
+        """Queue a WHISPER only if the peer has room right now; never waits.
+
+        Returns ``False``, having sent nothing, when the peer's queue is
+        full or a waiting sender is ahead of us (use :meth:`whisper` then).
+        Raises as :meth:`whisper` does.  Not a checkpoint: for senders that
+        queue many messages back to back and yield once, which is much
+        cheaper for libzmq than one wake-up per message.
+        """
+        target = self._present(peer)
+        content = _frames(frames)
+        version = self._version
+        return self._send_nowait(
+            target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
+        )
+
     async def shout(self, group: str, *frames: bytes) -> None:
         """Send zero or more frames to every present peer in ``group``.
 
@@ -334,19 +350,27 @@ class Node:
                 peer, lambda seq: wire.encode(wire.Leave(seq, group, status, version=version))
             )
 
+    def _send_nowait(self, peer: _Peer, build: _Factory) -> bool:
+        """Send one data message in sequence if it can go at once."""
+        if peer.pending:
+            self._flush_protocol(peer)
+        if peer.waiting or peer.pending:
+            return False  # others are queued ahead of us: keep the order
+        seq = (peer.sent_seq + 1) & 0xFFFF
+        try:
+            sent = peer.sock.send_nowait(build(seq))
+        except trio.ClosedResourceError:
+            raise PeerDisconnected(peer.uuid) from None
+        if sent:
+            peer.sent_seq = seq
+        return sent
+
     async def _send(self, peer: _Peer, build: _Factory) -> None:
         """Send one data message in sequence, waiting for room."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not peer.waiting and not peer.pending:
-            seq = (peer.sent_seq + 1) & 0xFFFF
-            try:
-                sent = peer.sock.send_nowait(build(seq))
-            except trio.ClosedResourceError:
-                raise PeerDisconnected(peer.uuid) from None
-            if sent:
-                peer.sent_seq = seq
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return
+        if self._send_nowait(peer, build):
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         peer.waiting += 1
         try:
             async with peer.lock:

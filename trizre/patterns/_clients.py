@@ -64,10 +64,12 @@ async def _attempt(
         if peer is None:
             await router.membership_changed()
             continue
-        pending.current, pending.lost = peer, False
-        pending.sent_to.add(peer)
+        router.send_to(pending, peer)
         try:
-            await node.whisper(peer, *message)
+            # Without a checkpoint when there is room, so that many requests
+            # started together reach libzmq back to back.
+            if not node.whisper_nowait(peer, *message):
+                await node.whisper(peer, *message)
         except NodeError as exc:
             log.debug("request could not go to %s: %s", peer, exc)
             pending.lost = True

@@ -91,9 +91,10 @@ def new_request_id() -> int:
 class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
-    __slots__ = ("_wake", "current", "lost", "memo", "reply", "sent_to")
+    __slots__ = ("_wake", "current", "loaded", "lost", "memo", "reply", "sent_to")
 
     def __init__(self) -> None:
+        self.loaded = False  # counted in the router's load of ``current``
         self.memo: object = None  # for the client's own bookkeeping
         self.sent_to: set[UUID] = set()
         self.current: UUID | None = None
@@ -123,6 +124,7 @@ class ReplyRouter:
     def __init__(self, node: Node) -> None:
         self.node = node
         self._pending: dict[int, _Pending] = {}
+        self._load: dict[UUID, int] = {}  # requests awaiting a reply, per peer
         self.dropped = 0  # replies dropped as stale, duplicate or foreign
         # Attempts that timed out per peer since its last reply: a peer that
         # answers PINGs but not requests (a stuck worker) is "suspect".
@@ -137,11 +139,29 @@ class ReplyRouter:
         return pending
 
     def close(self, request_id: int) -> None:
-        self._pending.pop(request_id, None)
+        pending = self._pending.pop(request_id, None)
+        if pending is not None:
+            self._unload(pending)
+
+    def send_to(self, pending: _Pending, peer: UUID) -> None:
+        """Record that ``pending`` is about to go to ``peer``."""
+        self._unload(pending)
+        pending.current, pending.lost, pending.loaded = peer, False, True
+        pending.sent_to.add(peer)
+        self._load[peer] = self._load.get(peer, 0) + 1
+
+    def _unload(self, pending: _Pending) -> None:
+        if pending.loaded and pending.current is not None:
+            pending.loaded = False
+            left = self._load[pending.current] - 1
+            if left:
+                self._load[pending.current] = left
+            else:
+                del self._load[pending.current]
 
     def outstanding(self, peer: UUID) -> int:
-        """How many pending requests currently target ``peer``."""
-        return sum(1 for p in self._pending.values() if p.current == peer and p.reply is None)
+        """How many pending requests await a reply from ``peer``."""
+        return self._load.get(peer, 0)
 
     async def membership_changed(self) -> None:
         """Wait until some peer enters, exits, joins or leaves a group."""
@@ -161,6 +181,7 @@ class ReplyRouter:
             if isinstance(event, Exit | Silent):
                 for pending in self._pending.values():
                     if pending.current == event.peer and pending.reply is None:
+                        self._unload(pending)
                         pending.lost = True
                         pending.wake()
             self._membership.set()
@@ -178,6 +199,7 @@ class ReplyRouter:
             self.dropped += 1
             log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)
             return
+        self._unload(pending)
         pending.reply = reply
         pending.wake()
 

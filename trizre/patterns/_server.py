@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Final, final
@@ -135,8 +135,11 @@ class Server:
 
 
 async def _reply(node: Node, peer: UUID, reply: proto.Reply) -> bool:
+    """Send a reply; no checkpoint when it can go at once.  False: the client is gone."""
+    frames = proto.encode(reply)
     try:
-        await node.whisper(peer, *proto.encode(reply))
+        if not node.whisper_nowait(peer, *frames):
+            await node.whisper(peer, *frames)
     except NodeError as exc:
         # The client is gone; if it comes back it will ask again.
         log.debug("could not reply to %s: %s", peer, exc)
@@ -202,14 +205,29 @@ async def open_server(
                 )
             if reply_cache is not None:
                 reply_cache.finish(key, reply, trio.current_time())
-            if await _reply(node, request.peer, reply):
-                server.replied += 1
+            outbox.append((request.peer, reply))
+            outbox_ready.unpark()
         except BaseException:
             if reply_cache is not None:
                 reply_cache.forget(key)  # not finished: a retry must run it
             raise
         finally:
             limiter.release_on_behalf_of(token)
+
+    # Replies leave through one task that sends all those queued so far
+    # back to back: one libzmq wake-up per batch rather than per reply.
+    outbox: deque[tuple[UUID, proto.Reply]] = deque()
+    outbox_ready = trio.lowlevel.ParkingLot()
+
+    async def send_replies() -> None:
+        while True:
+            while not outbox:
+                await outbox_ready.park()
+            while outbox:
+                peer, reply = outbox.popleft()
+                if await _reply(node, peer, reply):
+                    server.replied += 1
+            await trio.lowlevel.checkpoint()
 
     async def serve(nursery: trio.Nursery) -> None:
         async for event in events:
@@ -248,6 +266,7 @@ async def open_server(
             if service is not None:
                 await node.join(service)
             nursery.start_soon(serve, nursery)
+            nursery.start_soon(send_replies)
             try:
                 yield server
             finally:

@@ -73,6 +73,7 @@ async def _attempt(
         except NodeError as exc:
             log.debug("request could not go to %s: %s", peer, exc)
             pending.lost = True
+            await trio.lowlevel.checkpoint()  # never spin without a checkpoint
         while pending.reply is None and not pending.lost:
             await pending.wait()
         if pending.reply is not None:
@@ -87,7 +88,6 @@ async def _request(
     service: str,
     target: Callable[[int, _Pending], UUID | None],
     describe: str,
-    on_refused: Callable[[], None] = lambda: None,
 ) -> tuple[bytes, ...]:
     """The retry loop every client shares.
 
@@ -98,23 +98,27 @@ async def _request(
     body = _check_frames(frames)
     request_id = new_request_id()
     message = proto.encode(proto.Request(request_id, service, body))
-    pending = router.open(request_id)
+    pending = router.open(request_id, service)
     try:
         for attempt in range(policy.attempts):
+            refused = False
             with trio.move_on_after(policy.attempt_timeout) as scope:
                 reply = await _attempt(
                     router, pending, message, functools.partial(target, attempt, pending)
                 )
+                while reply.status == proto.Status.UNAVAILABLE:
+                    # Refused (a passive Binary Star server): not executed.
+                    # Wait out this attempt before trying again, but an
+                    # answer to an earlier attempt still counts if it comes.
+                    refused = True
+                    pending.reply = None
+                    while pending.reply is None:
+                        await pending.wait()
+                    reply = pending.reply
                 if reply.status == proto.Status.OK:
                     return reply.body
-                if reply.status != proto.Status.UNAVAILABLE:
-                    raise RemoteError(reply.status, reply.body)
-                # Refused (e.g. a passive Binary Star server): not executed.
-                # Wait out this attempt, then try again (maybe elsewhere).
-                pending.reply = None
-                on_refused()
-                await trio.sleep_forever()
-            if scope.cancelled_caught:
+                raise RemoteError(reply.status, reply.body)
+            if scope.cancelled_caught and not refused:
                 router.timed_out(pending)
                 log.debug(
                     "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
@@ -122,6 +126,19 @@ async def _request(
         raise RequestAbandoned(request_id, policy.attempts, describe)
     finally:
         router.close(request_id)
+
+
+def _pick_named(node: Node, name: str) -> UUID | None:
+    """The peer to use among those named ``name``: responsive first, then newest.
+
+    A server that crashed stays present until it expires, beside its
+    restarted successor of the same name; the newest responsive one wins.
+    """
+    found = node.find_peers(name)
+    if not found:
+        return None
+    responsive = [peer for peer in found if node.peer_is_responsive(peer)]
+    return (responsive or found)[-1]
 
 
 # ----------------------------------------------------------------- Lazy Pirate
@@ -148,8 +165,7 @@ class LazyPirateClient:
         node = self._router.node
         if isinstance(self.server, UUID):
             return self.server if self.server in node.peers() else None
-        found = node.find_peers(self.server)
-        return found[0] if found else None
+        return _pick_named(node, self.server)
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request and return the reply's frames.
@@ -250,6 +266,8 @@ class ServiceClient:
         :class:`RemoteError` for an error status, ``ValueError`` for an
         invalid service name.  Cancellation: the request is abandoned.
         """
+        if not isinstance(service, str):
+            raise TypeError(f"a service name is a str, got {type(service).__name__}")
         if service.startswith("mmi."):
             status = self.mmi(service, *frames)
             return (str(status).encode(),)
@@ -326,8 +344,7 @@ class BinaryStarClient:
             # fail over.  Requests that failed with it find it switched.
             self._switch()
         pending.memo = (attempt, self.current)
-        found = self._router.node.find_peers(self.current)
-        return found[0] if found else None
+        return _pick_named(self._router.node, self.current)
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request to the active server and return the reply's frames.

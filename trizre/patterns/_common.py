@@ -13,7 +13,7 @@ from uuid import UUID
 import attrs
 import trio
 
-from .._events import Exit, Silent, Whisper
+from .._events import Exit, Leave, Silent, Whisper
 from .._fanout import EventStream
 from .._node import Node
 from .._util import unwrap_single_exception_group
@@ -91,9 +91,10 @@ def new_request_id() -> int:
 class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
-    __slots__ = ("_wake", "current", "loaded", "lost", "memo", "reply", "sent_to")
+    __slots__ = ("_wake", "current", "loaded", "lost", "memo", "reply", "sent_to", "service")
 
-    def __init__(self) -> None:
+    def __init__(self, service: str = "") -> None:
+        self.service = service  # a worker leaving this group drops the request
         self.loaded = False  # counted in the router's load of ``current``
         self.memo: object = None  # for the client's own bookkeeping
         self.sent_to: set[UUID] = set()
@@ -118,7 +119,8 @@ class ReplyRouter:
     Replies whose id is not pending (stale or duplicate) or that come from
     a peer the request was never sent to (foreign) are dropped.  It also
     tells a pending request when its current target exits or goes silent,
-    so that it can be resent at once instead of after its timeout.
+    so that it can be resent at once instead of after its timeout (also
+    when a worker leaves the group of the service the request is for).
     """
 
     def __init__(self, node: Node) -> None:
@@ -131,10 +133,10 @@ class ReplyRouter:
         self.suspicion: dict[UUID, int] = {}
         self._membership = trio.Event()
 
-    def open(self, request_id: int) -> _Pending:
+    def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:
             raise ValueError(f"request id {request_id:#x} is already in flight")
-        pending = _Pending()
+        pending = _Pending(service)
         self._pending[request_id] = pending
         return pending
 
@@ -178,9 +180,16 @@ class ReplyRouter:
                 if isinstance(message, proto.Reply):
                     self._on_reply(event.peer, message)
                 continue
-            if isinstance(event, Exit | Silent):
+            if isinstance(event, Exit):
+                self.suspicion.pop(event.peer, None)
+            if isinstance(event, Exit | Silent | Leave):
+                group = event.group if isinstance(event, Leave) else None
                 for pending in self._pending.values():
-                    if pending.current == event.peer and pending.reply is None:
+                    if (
+                        pending.current == event.peer
+                        and pending.reply is None
+                        and (group is None or (group and group == pending.service))
+                    ):
                         self._unload(pending)
                         pending.lost = True
                         pending.wake()

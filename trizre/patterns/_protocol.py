@@ -59,10 +59,10 @@ class Status(enum.IntEnum):
     """Reply status codes, in the spirit of HTTP and the Guide's MMI."""
 
     OK = 200
-    NOT_FOUND = 404  # no such service (MMI), or a worker that does not offer it
+    NOT_FOUND = 404  # no such service (MMI)
     ERROR = 500  # the handler raised; the body holds a short description
     NOT_IMPLEMENTED = 501  # an mmi.* query nobody knows
-    UNAVAILABLE = 503  # refused: a passive Binary Star server, a shutting-down worker
+    UNAVAILABLE = 503  # refused, not executed: a passive Binary Star server
 
 
 class PatternDecodeError(ValueError):

@@ -100,16 +100,21 @@ class ReplyCache:
             entries.popitem(last=False)
 
     def lookup(self, key: tuple[UUID, int], now: float) -> proto.Reply | object | None:
-        """The stored reply, ``IN_PROGRESS``, or ``None`` (never seen or forgotten)."""
+        """The stored reply; a marker object while the request is still running;
+        ``None`` if never seen or forgotten.  ``hits`` counts stored replies found.
+        """
         self._expire(now)
         entry = self._entries.get(key)
         if entry is None:
             return None
-        self.hits += 1
+        if isinstance(entry[1], proto.Reply):
+            self.hits += 1
         return entry[1]
 
     def start(self, key: tuple[UUID, int], now: float) -> None:
+        """Mark ``key`` as running (the newest entry)."""
         self._entries[key] = (now, _IN_PROGRESS)
+        self._entries.move_to_end(key)
         self._expire(now)
 
     def finish(self, key: tuple[UUID, int], reply: proto.Reply, now: float) -> None:

@@ -1,0 +1,44 @@
+"""The patterns benchmark runs end to end with tiny sizes, so it cannot rot.
+
+Figures are not checked (benchmarks are not tests); only that every
+scenario runs and reports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_patterns_quick(tmp_path: Path) -> None:
+    out = tmp_path / "patterns.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_patterns.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pipelined (100 in flight), 4 workers" in result.stdout
+    assert "longest client wait" in result.stdout
+    data = json.loads(out.read_text())
+    assert set(data["rates"]) == {
+        "sequential, 1 worker",
+        "pipelined (100 in flight), 1 worker",
+        "pipelined (100 in flight), 4 workers",
+    }
+    assert all(
+        rate > 0 for row in data["rates"].values() for rates in row.values() for rate in rates
+    )
+    assert len(data["failover_outage_s"]) == 1

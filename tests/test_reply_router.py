@@ -555,6 +555,8 @@ class StubNode:
     scripted servers.
     """
 
+    tracer = None  # tracing off, as by default
+
     def __init__(self) -> None:
         self.names: dict[UUID, str] = {}
         self.groups: dict[UUID, set[str]] = {}

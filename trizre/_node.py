@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
+import os
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -51,6 +52,7 @@ from ._events import (
 from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
 from ._presence import Liveness, Presence, PresenceAction
+from ._trace import Tracer
 from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket, context
 
@@ -71,6 +73,7 @@ class _Peer:
         "endpoint",
         "groups",
         "headers",
+        "hex",
         "in_seq",
         "lock",
         "name",
@@ -86,6 +89,7 @@ class _Peer:
 
     def __init__(self, peer: UUID, endpoint: str, sock: ZSocket, presence: Presence) -> None:
         self.uuid = peer
+        self.hex = peer.hex  # for traces: computed once
         self.endpoint = endpoint
         self.sock = sock
         self.presence = presence
@@ -147,6 +151,7 @@ class Node:
         self._stopped = False
         self._presence_wakeup = trio.Event()
         self._peers_changed = trio.Event()
+        self._tracer: Tracer | None = None
 
     # ------------------------------------------------------------ identity
 
@@ -164,6 +169,11 @@ class Node:
     def endpoint(self) -> str:
         """The ``tcp://ip:port`` endpoint of this node's inbox."""
         return self._endpoint
+
+    @property
+    def tracer(self) -> Tracer | None:
+        """The trace recorder when ``open_node(trace_dir=...)`` asked for one."""
+        return self._tracer
 
     @property
     def interface(self) -> Interface:
@@ -275,9 +285,11 @@ class Node:
         target = self._present(peer)
         content = _frames(frames)
         version = self._version
-        await self._send(
+        seq = await self._send(
             target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
         )
+        if self._tracer is not None:
+            self._tracer.message("whisper-sent", target.hex, seq)
 
     def whisper_nowait(self, peer: UUID, *frames: bytes) -> bool:
         """Queue a WHISPER only if the peer has room right now; never waits.
@@ -291,9 +303,14 @@ class Node:
         target = self._present(peer)
         content = _frames(frames)
         version = self._version
-        return self._send_nowait(
+        seq = self._send_nowait(
             target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
         )
+        if seq is None:
+            return False
+        if self._tracer is not None:
+            self._tracer.message("whisper-sent", target.hex, seq)
+        return True
 
     async def shout(self, group: str, *frames: bytes) -> None:
         """Send zero or more frames to every present peer in ``group``.
@@ -313,9 +330,11 @@ class Node:
 
         for peer in [p for p in self._peers.values() if p.ready and group in p.groups]:
             try:
-                await self._send(peer, build)
+                seq = await self._send(peer, build)
             except PeerDisconnected:
                 continue
+            if self._tracer is not None:
+                self._tracer.message("shout-sent", peer.hex, seq, group)
 
     async def join(self, group: str) -> None:
         """Join ``group`` and tell every peer; a no-op if already joined.
@@ -350,27 +369,28 @@ class Node:
                 peer, lambda seq: wire.encode(wire.Leave(seq, group, status, version=version))
             )
 
-    def _send_nowait(self, peer: _Peer, build: _Factory) -> bool:
-        """Send one data message in sequence if it can go at once."""
+    def _send_nowait(self, peer: _Peer, build: _Factory) -> int | None:
+        """Send one data message in sequence if it can go at once; its sequence number."""
         if peer.pending:
             self._flush_protocol(peer)
         if peer.waiting or peer.pending:
-            return False  # others are queued ahead of us: keep the order
+            return None  # others are queued ahead of us: keep the order
         seq = (peer.sent_seq + 1) & 0xFFFF
         try:
             sent = peer.sock.send_nowait(build(seq))
         except trio.ClosedResourceError:
             raise PeerDisconnected(peer.uuid) from None
-        if sent:
-            peer.sent_seq = seq
-        return sent
+        if not sent:
+            return None
+        peer.sent_seq = seq
+        return seq
 
-    async def _send(self, peer: _Peer, build: _Factory) -> None:
-        """Send one data message in sequence, waiting for room."""
+    async def _send(self, peer: _Peer, build: _Factory) -> int:
+        """Send one data message in sequence, waiting for room; its sequence number."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._send_nowait(peer, build):
+        if (sent := self._send_nowait(peer, build)) is not None:
             await trio.lowlevel.cancel_shielded_checkpoint()
-            return
+            return sent
         peer.waiting += 1
         try:
             async with peer.lock:
@@ -382,6 +402,7 @@ class Node:
                 seq = (peer.sent_seq + 1) & 0xFFFF
                 await peer.sock.send(build(seq))
                 peer.sent_seq = seq
+                return seq
         except trio.ClosedResourceError:
             raise PeerDisconnected(peer.uuid) from None
         finally:
@@ -448,16 +469,23 @@ class Node:
         self._presence_wakeup.set()
         return peer
 
-    async def _remove_peer(self, peer: _Peer, why: str) -> None:
-        """Forget a peer, close our DEALER to it, and report Exit if it had entered."""
+    async def _remove_peer(self, peer: _Peer, reason: str, detail: str = "") -> None:
+        """Forget a peer, close our DEALER to it, and report Exit if it had entered.
+
+        ``reason`` is one of the trace schema's exit reasons.
+        """
         if self._peers.get(peer.uuid) is not peer:
             return
         del self._peers[peer.uuid]
         del self._by_identity[b"\x01" + peer.uuid.bytes]
         peer.sock.close()  # wakes its waiting senders with PeerDisconnected
-        log.debug("peer %s (%s) removed: %s", peer.uuid, peer.name, why)
+        log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.name, reason, detail)
         self._announce_change()
         if peer.ready:
+            if (tracer := self._tracer) is not None:
+                tracer.record(
+                    "exit", peer=peer.hex, peer_name=peer.name, reason=reason, detail=detail
+                )
             await self._publish(Exit(peer.uuid, peer.name))
 
     # -------------------------------------------------------------- events
@@ -493,7 +521,7 @@ class Node:
             peer = self._peers.get(beacon.uuid)
             if beacon.leaving:
                 if peer is not None:
-                    await self._remove_peer(peer, "beacon with port 0")
+                    await self._remove_peer(peer, "beacon")
             elif peer is None:
                 self._add_peer(beacon.uuid, f"tcp://{address}:{beacon.port}")
             elif self._beacons_refresh and peer.ready:
@@ -522,7 +550,7 @@ class Node:
             return  # peers on other protocol versions ignore each other
         except wire.DecodeError as exc:
             if peer is not None and peer.ready and frames[1][:2] == wire.SIGNATURE:
-                await self._remove_peer(peer, f"malformed message: {exc}")
+                await self._remove_peer(peer, "malformed", str(exc))
             return
         if isinstance(message, wire.Hello):
             await self._on_hello(identity, peer, message)
@@ -531,32 +559,41 @@ class Node:
             return  # commands before HELLO are ignored
         if not await self._check_sequence(peer, message.sequence):
             return
+        tracer = self._tracer
         if isinstance(message, wire.Whisper):
+            if tracer is not None:
+                tracer.message("whisper-received", peer.hex, message.sequence)
             await self._publish(Whisper(peer.uuid, peer.name, message.content))
         elif isinstance(message, wire.Shout):
+            if tracer is not None:
+                tracer.message("shout-received", peer.hex, message.sequence, message.group)
             await self._publish(Shout(peer.uuid, peer.name, message.group, message.content))
         elif isinstance(message, wire.Join):
             peer.status = message.status
             if message.group not in peer.groups:
                 peer.groups.add(message.group)
+                if tracer is not None:
+                    tracer.record("join", peer=peer.hex, peer_name=peer.name, group=message.group)
                 await self._publish(Join(peer.uuid, peer.name, message.group))
         elif isinstance(message, wire.Leave):
             peer.status = message.status
             if message.group in peer.groups:
                 peer.groups.discard(message.group)
+                if tracer is not None:
+                    tracer.record("leave", peer=peer.hex, peer_name=peer.name, group=message.group)
                 await self._publish(Leave(peer.uuid, peer.name, message.group))
         elif isinstance(message, wire.Ping):
             version = self._version
             self._queue_protocol(peer, lambda seq: wire.encode(wire.PingOk(seq, version=version)))
         elif isinstance(message, wire.Goodbye):
-            await self._remove_peer(peer, "GOODBYE")
+            await self._remove_peer(peer, "goodbye")
         # PING-OK, ELECT and LEADER only refresh liveness (done above).
 
     async def _check_sequence(self, peer: _Peer, seq: int) -> bool:
         """Accept the next sequence number and refresh liveness, or drop the peer."""
         expected = (peer.in_seq + 1) & 0xFFFF
         if seq != expected:
-            await self._remove_peer(peer, f"sequence {seq}, expected {expected}")
+            await self._remove_peer(peer, "sequence", f"{seq}, expected {expected}")
             return False
         peer.in_seq = seq
         peer.presence.heard(trio.current_time())
@@ -568,7 +605,7 @@ class Node:
         peer_uuid = UUID(bytes=identity[1:])
         if peer is not None and peer.ready:
             # A HELLO from a peer we know: it restarted its link to us.
-            await self._remove_peer(peer, "new HELLO")
+            await self._remove_peer(peer, "hello")
             peer = None
         if peer is None:
             peer = self._add_peer(peer_uuid, hello.endpoint)
@@ -582,6 +619,10 @@ class Node:
         peer.groups = set(hello.groups)
         peer.ready = True
         self._announce_change()
+        if (tracer := self._tracer) is not None:
+            tracer.record("enter", peer=peer.hex, peer_name=peer.name)
+            for group in hello.groups:
+                tracer.record("join", peer=peer.hex, peer_name=peer.name, group=group)
         await self._publish(Enter(peer.uuid, peer.name, peer.headers, peer.endpoint))
         for group in hello.groups:
             await self._publish(Join(peer.uuid, peer.name, group))
@@ -598,8 +639,12 @@ class Node:
                         break
                     self._queue_protocol(peer, self._ping)
                     if peer.ready and action is PresenceAction.EVASIVE:
+                        if self._tracer is not None:
+                            self._tracer.record("evasive", peer=peer.hex, peer_name=peer.name)
                         await self._publish(Evasive(peer.uuid, peer.name))
                     elif peer.ready and action is PresenceAction.SILENT:
+                        if self._tracer is not None:
+                            self._tracer.record("silent", peer=peer.hex, peer_name=peer.name)
                         await self._publish(Silent(peer.uuid, peer.name))
                 else:
                     deadline = min(deadline, peer.presence.deadline())
@@ -625,6 +670,8 @@ class Node:
         nursery.start_soon(self._beacon_receiver)
         nursery.start_soon(self._presence_keeper)
         nursery.start_soon(self._beacon_sender)
+        if self._tracer is not None:
+            self._tracer.record("node-start", endpoint=self._endpoint)
         await trio.lowlevel.checkpoint()
 
     async def _shutdown(self) -> None:
@@ -645,6 +692,9 @@ class Node:
         if self._inbox is not None:
             self._inbox.close()
         self._fanout.close()
+        if self._tracer is not None:
+            self._tracer.record("node-stop")
+            self._tracer.close()
 
 
 def _bind_ephemeral(sock: zmq.Socket[Any], address: str) -> int:
@@ -723,6 +773,8 @@ async def open_node(
     protocol_version: int = 2,
     send_hwm: int = 1000,
     beacons_refresh: bool = False,
+    trace_dir: str | os.PathLike[str] | None = None,
+    trace_max_bytes: int = 64 * 1024 * 1024,
 ) -> AsyncIterator[Node]:
     """Start a ZRE node; stop it when the block ends.
 
@@ -746,6 +798,9 @@ async def open_node(
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
             the link works.  On, an idle mesh sends no PINGs at all.
+        trace_dir: record a trace (``docs/traces.md``) of this node and of
+            the patterns running on it into this directory; off by default.
+        trace_max_bytes: rotate a trace file past this size.
 
     On leaving the block (normally, by an exception, or by cancellation)
     the node sends a port-0 beacon, closes its sockets with LINGER 0, ends
@@ -782,6 +837,8 @@ async def open_node(
     )
     if not name:
         node._name = node.uuid.hex[:6].upper()
+    if trace_dir is not None:
+        node._tracer = Tracer(trace_dir, node.uuid, node.name, max_bytes=trace_max_bytes)
     with unwrap_single_exception_group():
         async with open_beacon_socket(iface, beacon_port) as beacons:
             try:

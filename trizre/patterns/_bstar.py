@@ -62,6 +62,13 @@ class BinaryStarServer:
                 transition.event.name,
             )
             self.state.value = transition.new_state
+            if (tracer := self.node.tracer) is not None:
+                tracer.record(
+                    "bstar-state",
+                    old_state=transition.old_state.name,
+                    state=transition.new_state.name,
+                    event=transition.event.name,
+                )
 
     def _gate(self, _request: IncomingRequest) -> int | None:
         transition = self._fsm.client_request(trio.current_time())

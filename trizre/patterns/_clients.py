@@ -51,6 +51,7 @@ async def _attempt(
     pending: _Pending,
     message: list[bytes],
     target: Callable[[], UUID | None],
+    sent: Callable[[UUID], None],
 ) -> proto.Reply:
     """Send ``message`` to a live target and wait for its reply.
 
@@ -74,6 +75,8 @@ async def _attempt(
             log.debug("request could not go to %s: %s", peer, exc)
             pending.lost = True
             await trio.lowlevel.checkpoint()  # never spin without a checkpoint
+        else:
+            sent(peer)
         while pending.reply is None and not pending.lost:
             await pending.wait()
         if pending.reply is not None:
@@ -88,6 +91,7 @@ async def _request(
     service: str,
     target: Callable[[int, _Pending], UUID | None],
     describe: str,
+    pattern: str,
 ) -> tuple[bytes, ...]:
     """The retry loop every client shares.
 
@@ -99,12 +103,42 @@ async def _request(
     request_id = new_request_id()
     message = proto.encode(proto.Request(request_id, service, body))
     pending = router.open(request_id, service)
+    node = router.node
+    tracer = node.tracer
+    rid = f"{request_id:016x}"
+    started = trio.current_time()
+
+    def sent(attempt: int, peer: UUID) -> None:
+        if tracer is not None:
+            name = node.peer_name(peer) if peer in node.peers() else ""
+            tracer.record(
+                "request-sent",
+                rid=rid,
+                pattern=pattern,
+                service=service,
+                peer=peer,
+                peer_name=name,
+                attempt=attempt + 1,
+            )
+
     try:
         for attempt in range(policy.attempts):
+            if attempt and tracer is not None:
+                tracer.record(
+                    "request-retried",
+                    rid=rid,
+                    pattern=pattern,
+                    service=service,
+                    attempt=attempt + 1,
+                )
             refused = False
             with trio.move_on_after(policy.attempt_timeout) as scope:
                 reply = await _attempt(
-                    router, pending, message, functools.partial(target, attempt, pending)
+                    router,
+                    pending,
+                    message,
+                    functools.partial(target, attempt, pending),
+                    functools.partial(sent, attempt),
                 )
                 while reply.status == proto.Status.UNAVAILABLE:
                     # Refused (a passive Binary Star server): not executed.
@@ -115,6 +149,17 @@ async def _request(
                     while pending.reply is None:
                         await pending.wait()
                     reply = pending.reply
+                if tracer is not None:
+                    tracer.record(
+                        "request-answered",
+                        rid=rid,
+                        pattern=pattern,
+                        service=service,
+                        peer=pending.replied_by,
+                        status=reply.status,
+                        latency=round(trio.current_time() - started, 6),
+                        attempt=attempt + 1,
+                    )
                 if reply.status == proto.Status.OK:
                     return reply.body
                 raise RemoteError(reply.status, reply.body)
@@ -123,6 +168,14 @@ async def _request(
                 log.debug(
                     "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
                 )
+        if tracer is not None:
+            tracer.record(
+                "request-abandoned",
+                rid=rid,
+                pattern=pattern,
+                service=service,
+                attempt=policy.attempts,
+            )
         raise RequestAbandoned(request_id, policy.attempts, describe)
     finally:
         router.close(request_id)
@@ -182,6 +235,7 @@ class LazyPirateClient:
             service="",
             target=self._target,
             describe=f"server {self.server}",
+            pattern="lazy-pirate",
         )
 
 
@@ -255,6 +309,14 @@ class ServiceClient:
         choice = min(workers, key=rank)
         self._uses += 1
         self._last_used[choice] = self._uses
+        if (tracer := node.tracer) is not None:
+            tracer.record(
+                "worker-chosen",
+                rid=f"{pending.request_id:016x}",
+                service=service,
+                peer=choice,
+                peer_name=node.peer_name(choice),
+            )
         return choice
 
     async def request(self, service: str, *frames: bytes) -> tuple[bytes, ...]:
@@ -279,6 +341,7 @@ class ServiceClient:
             service=service,
             target=lambda _attempt, pending: self._choose(service, pending),
             describe=f"service {service!r}",
+            pattern="service",
         )
 
     def mmi(self, query: str, *args: bytes) -> int:
@@ -360,6 +423,7 @@ class BinaryStarClient:
             service="",
             target=self._target,
             describe=f"binary star {self.servers[0]}/{self.servers[1]}",
+            pattern="binary-star",
         )
 
 

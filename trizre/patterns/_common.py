@@ -91,10 +91,23 @@ def new_request_id() -> int:
 class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
-    __slots__ = ("_wake", "current", "loaded", "lost", "memo", "reply", "sent_to", "service")
+    __slots__ = (
+        "_wake",
+        "current",
+        "loaded",
+        "lost",
+        "memo",
+        "replied_by",
+        "reply",
+        "request_id",
+        "sent_to",
+        "service",
+    )
 
-    def __init__(self, service: str = "") -> None:
+    def __init__(self, request_id: int = 0, service: str = "") -> None:
+        self.request_id = request_id
         self.service = service  # a worker leaving this group drops the request
+        self.replied_by: UUID | None = None
         self.loaded = False  # counted in the router's load of ``current``
         self.memo: object = None  # for the client's own bookkeeping
         self.sent_to: set[UUID] = set()
@@ -136,7 +149,7 @@ class ReplyRouter:
     def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:
             raise ValueError(f"request id {request_id:#x} is already in flight")
-        pending = _Pending(service)
+        pending = _Pending(request_id, service)
         self._pending[request_id] = pending
         return pending
 
@@ -210,6 +223,7 @@ class ReplyRouter:
             return
         self._unload(pending)
         pending.reply = reply
+        pending.replied_by = peer
         pending.wake()
 
 

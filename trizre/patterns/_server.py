@@ -196,10 +196,23 @@ async def open_server(
     limiter = trio.CapacityLimiter(max_concurrency)
     events = node.events()
 
+    tracer = node.tracer
+
+    def trace(kind: str, request: IncomingRequest, **fields: object) -> None:
+        if tracer is not None:
+            tracer.record(
+                kind,
+                rid=f"{request.request_id:016x}",
+                client=request.peer,
+                service=request.service,
+                **fields,
+            )
+
     async def run_one(request: IncomingRequest, token: object) -> None:
         key = (request.peer, request.request_id)
         try:
             server.executed += 1
+            trace("request-executed", request, idempotent=reply_cache is not None)
             try:
                 frames = _as_frames(await handler(request))
                 reply = proto.Reply(request.request_id, proto.Status.OK, frames)
@@ -210,7 +223,7 @@ async def open_server(
                 )
             if reply_cache is not None:
                 reply_cache.finish(key, reply, trio.current_time())
-            outbox.append((request.peer, reply))
+            outbox.append((request, reply))
             outbox_ready.unpark()
         except BaseException:
             if reply_cache is not None:
@@ -221,7 +234,7 @@ async def open_server(
 
     # Replies leave through one task that sends all those queued so far
     # back to back: one libzmq wake-up per batch rather than per reply.
-    outbox: deque[tuple[UUID, proto.Reply]] = deque()
+    outbox: deque[tuple[IncomingRequest, proto.Reply]] = deque()
     outbox_ready = trio.lowlevel.ParkingLot()
 
     async def send_replies() -> None:
@@ -229,9 +242,10 @@ async def open_server(
             while not outbox:
                 await outbox_ready.park()
             while outbox:
-                peer, reply = outbox.popleft()
-                if await _reply(node, peer, reply):
+                request, reply = outbox.popleft()
+                if await _reply(node, request.peer, reply):
                     server.replied += 1
+                    trace("reply-sent", request, status=reply.status)
             await trio.lowlevel.checkpoint()
 
     async def serve(nursery: trio.Nursery) -> None:
@@ -248,16 +262,20 @@ async def open_server(
             request = IncomingRequest(
                 event.peer, event.name, message.request_id, message.service, message.body
             )
+            trace("request-received", request)
             if _gate is not None and (status := _gate(request)) is not None:
                 server.refused += 1
+                trace("request-refused", request, status=status)
                 await _reply(node, event.peer, proto.Reply(request.request_id, status))
                 continue
             if reply_cache is not None:
                 key = (request.peer, request.request_id)
                 cached = reply_cache.lookup(key, trio.current_time())
                 if isinstance(cached, proto.Reply):
+                    trace("dedupe-hit", request)
                     if await _reply(node, request.peer, cached):
                         server.replied += 1
+                        trace("reply-sent", request, status=cached.status)
                     continue
                 if cached is not None:
                     continue  # still running: its reply will answer the retry too

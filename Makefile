@@ -31,6 +31,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_codec.py
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
+	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json
+	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
+	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
 
 docs: $(STAMP)
 	@echo "docs are Markdown under docs/; see docs/index.md"

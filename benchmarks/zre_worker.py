@@ -1,0 +1,684 @@
+"""One process of ``bench_zre.py``: ZRE nodes (trizre or pyre) or a raw pyzmq socket.
+
+Started by the benchmark inside a network namespace it created
+(``ip netns exec NS python benchmarks/zre_worker.py --impl pyre ...``), or,
+for trizre and raw pyzmq only, on loopback (``--interface lo``) when
+namespaces are unavailable.  pyre always beacons on the first non-loopback
+interface, so this script refuses to start pyre unless it runs inside such
+a namespace (``tests.interop.ensure_in_test_namespace``); trizre on any
+interface but ``lo`` is held to the same check.
+
+It speaks JSON lines: commands on stdin, events on stdout.  Every event
+carries ``t``, ``time.monotonic()`` (CLOCK_MONOTONIC is system-wide on
+Linux, so times from processes in different namespaces compare).
+
+Commands::
+
+    {"cmd": "mode", "mode": "echo"}           whispers received are sent back
+    {"cmd": "count", "n": N, "slow": false, "stall": S}
+        -> {"event": "counting"}, later {"event": "counted", "nodes": [...]}
+        each local node expects N messages (sequence numbers 0..N-1); done when
+        every node has all of them, or after S seconds without progress
+    {"cmd": "pingpong", "n": N, "size": B}   -> {"event": "pingpong", ...}
+    {"cmd": "flood", "n": N, "size": B}      -> {"event": "sent", "first": t, "last": t}
+    {"cmd": "shout", "group": G, "n": N, "size": B}   -> {"event": "sent", ...}
+    {"cmd": "status"}                        -> {"event": "status", "peers": [...]}
+    {"cmd": "stop"}                          (stdin EOF means the same)
+
+Unprompted events: ``started`` (with ``t0``, the time just before the first
+node was created), ``mesh`` (every local node sees ``--expect-peers`` peers,
+counting only members of ``--expect-group`` if given), ``exit`` (a peer left).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import resource
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.interop import ensure_in_test_namespace
+
+monotonic = time.monotonic
+perf_counter = time.perf_counter
+SLOW_EVERY = 1000  # the slow reader sleeps 1 ms after every 1000 messages
+SLOW_SLEEP = 0.001
+
+
+def emit(event: str, **fields: Any) -> None:
+    fields["t"] = monotonic()
+    fields["cpu"] = time.process_time()  # this process, all threads (libzmq's too)
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def payload(seq: int, pad: bytes) -> bytes:
+    """A message: its 8-byte big-endian sequence number, then padding."""
+    return seq.to_bytes(8, "big") + pad
+
+
+def padding(size: int) -> bytes:
+    return b"x" * max(size - 8, 0)
+
+
+class Counter:
+    """Received, lost, reordered and duplicated messages of one run on one node."""
+
+    __slots__ = ("dups", "expected", "first", "high", "last", "received", "reordered", "seen")
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.seen = bytearray(expected)
+        self.received = 0
+        self.high = -1
+        self.reordered = 0
+        self.dups = 0
+        self.first = 0.0
+        self.last = 0.0
+
+    def add(self, frame: bytes) -> bool:
+        """Count one message; True once all ``expected`` have arrived."""
+        seq = int.from_bytes(frame[:8], "big")
+        now = monotonic()
+        if not self.received:
+            self.first = now
+        self.last = now
+        if seq >= self.expected or self.seen[seq]:
+            self.dups += 1
+            return False
+        self.seen[seq] = 1
+        if seq < self.high:
+            self.reordered += 1
+        else:
+            self.high = seq
+        self.received += 1
+        return self.received >= self.expected
+
+    @property
+    def done(self) -> bool:
+        return self.received >= self.expected
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "received": self.received,
+            "lost": self.expected - self.received,
+            "reordered": self.reordered,
+            "dups": self.dups,
+            "first": self.first,
+            "last": self.last,
+        }
+
+
+def rtt_summary(rtts: list[float], elapsed: float) -> dict[str, Any]:
+    ordered = sorted(rtts)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1e6
+
+    return {"rate": len(rtts) / elapsed, "p50_us": pct(0.50), "p99_us": pct(0.99)}
+
+
+class Local:
+    """What the worker tracks about one local node (either implementation)."""
+
+    def __init__(self, index: int, expect_group: str | None) -> None:
+        self.index = index
+        self.expect_group = expect_group
+        self.peers: set[Any] = set()
+        self.members: set[Any] = set()
+        self.mode = "idle"  # idle | echo | count | ping
+        self.counter: Counter | None = None
+        self.slow = False
+
+    def seen(self) -> int:
+        return len(self.members) if self.expect_group else len(self.peers)
+
+
+class Mesh:
+    """Emits ``mesh`` the first time every local node sees enough peers."""
+
+    def __init__(self, locals_: list[Local], expect: int) -> None:
+        self.locals = locals_
+        self.expect = expect
+        self.reached = False
+        self.satisfied: set[int] = set()
+
+    def update(self, local: Local) -> None:
+        if self.reached:
+            return
+        if local.seen() >= self.expect:
+            self.satisfied.add(local.index)
+        else:
+            self.satisfied.discard(local.index)
+        if len(self.satisfied) == len(self.locals):
+            self.reached = True
+            emit("mesh")
+
+    def check_all(self) -> None:
+        for local in self.locals:
+            self.update(local)
+
+
+def counted(locals_: list[Local], stalled: bool) -> None:
+    reports = []
+    for local in locals_:
+        if local.counter is not None:
+            reports.append(local.counter.report())
+        local.mode = "idle"
+        local.counter = None
+    emit("counted", nodes=reports, stalled=stalled)
+
+
+def node_name(args: argparse.Namespace, index: int) -> str:
+    return args.name if args.nodes == 1 else f"{args.name}{index}"
+
+
+# ------------------------------------------------------------------ trizre
+
+
+def run_trizre(args: argparse.Namespace) -> None:
+    import trio  # noqa: PLC0415
+
+    import trizre  # noqa: PLC0415
+
+    whisper_t, shout_t = trizre.Whisper, trizre.Shout
+    enter_t, exit_t, join_t, leave_t = trizre.Enter, trizre.Exit, trizre.Join, trizre.Leave
+
+    async def main() -> None:
+        locals_ = [Local(i, args.expect_group) for i in range(args.nodes)]
+        mesh = Mesh(locals_, args.expect_peers)
+        nodes: list[trizre.Node] = []
+        progress = {"at": monotonic()}
+        all_counted = trio.Event()
+        ping: dict[str, Any] = {}
+
+        async def consume(local: Local, node: trizre.Node, events: trizre.EventStream) -> None:
+            whisper = node.whisper
+            async for event in events:
+                cls = type(event)
+                if cls is whisper_t or cls is shout_t:
+                    mode = local.mode
+                    if mode == "count":
+                        counter = local.counter
+                        assert counter is not None
+                        if counter.add(event.frames[0]):
+                            progress["at"] = monotonic()
+                            if all(c.counter is None or c.counter.done for c in locals_):
+                                all_counted.set()
+                        elif not counter.received % 256:
+                            progress["at"] = monotonic()
+                        if local.slow and not counter.received % SLOW_EVERY:
+                            await trio.sleep(SLOW_SLEEP)
+                    elif mode == "echo":
+                        await whisper(event.peer, *event.frames)
+                    elif mode == "ping":
+                        now = perf_counter()
+                        ping["rtts"].append(now - ping["sent"])
+                        if len(ping["rtts"]) < ping["n"]:
+                            ping["sent"] = now
+                            await whisper(event.peer, ping["payload"])
+                        else:
+                            local.mode = "idle"
+                            ping["done"].set()
+                elif cls is enter_t:
+                    local.peers.add(event.peer)
+                    mesh.update(local)
+                elif cls is join_t:
+                    if event.group == local.expect_group:
+                        local.members.add(event.peer)
+                        mesh.update(local)
+                elif cls is leave_t:
+                    local.members.discard(event.peer)
+                elif cls is exit_t:
+                    local.peers.discard(event.peer)
+                    local.members.discard(event.peer)
+                    emit("exit", node=local.index, peer=event.peer.hex, name=event.name)
+
+        async def count(cmd: dict[str, Any]) -> None:
+            stall = float(cmd.get("stall", 5.0))
+            while not all_counted.is_set():
+                with trio.move_on_after(0.05):
+                    await all_counted.wait()
+                if monotonic() - progress["at"] > stall:
+                    counted(locals_, stalled=True)
+                    return
+            counted(locals_, stalled=False)
+
+        def target(node: trizre.Node) -> uuid.UUID:
+            peers = node.peers()
+            if not peers:
+                raise RuntimeError("no peer to send to")
+            return peers[0]
+
+        async def handle(cmd: dict[str, Any], nursery: trio.Nursery) -> bool:
+            nonlocal all_counted
+            what = cmd["cmd"]
+            node = nodes[0]
+            if what == "stop":
+                return False
+            if what == "mode":
+                for local in locals_:
+                    local.mode = cmd["mode"]
+            elif what == "count":
+                all_counted = trio.Event()
+                for local in locals_:
+                    local.counter = Counter(int(cmd["n"]))
+                    local.slow = bool(cmd.get("slow"))
+                    local.mode = "count"
+                progress["at"] = monotonic()
+                emit("counting")
+                nursery.start_soon(count, cmd)
+            elif what == "pingpong":
+                n, size = int(cmd["n"]), int(cmd["size"])
+                peer = target(node)
+                ping.update(n=n, rtts=[], payload=payload(0, padding(size)), done=trio.Event())
+                locals_[0].mode = "ping"
+                cpu0, start = time.process_time(), perf_counter()
+                ping["sent"] = start
+                await node.whisper(peer, ping["payload"])
+                await ping["done"].wait()
+                emit("pingpong", cpu0=cpu0, **rtt_summary(ping["rtts"], perf_counter() - start))
+            elif what == "flood":
+                n, pad, peer = int(cmd["n"]), padding(int(cmd["size"])), target(node)
+                whisper = node.whisper
+                cpu0, first = time.process_time(), monotonic()
+                if cmd.get("nowait"):
+                    # Queue back to back while there is room, yield once per
+                    # 256; wait (backpressure) only when the queue is full.
+                    whisper_nowait, checkpoint = node.whisper_nowait, trio.lowlevel.checkpoint
+                    for seq in range(n):
+                        message = payload(seq, pad)
+                        if not whisper_nowait(peer, message):
+                            await whisper(peer, message)
+                        elif not seq & 255:
+                            await checkpoint()
+                else:
+                    for seq in range(n):
+                        await whisper(peer, payload(seq, pad))
+                emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+            elif what == "shout":
+                n, pad, group = int(cmd["n"]), padding(int(cmd["size"])), cmd["group"]
+                shout = node.shout
+                cpu0, first = time.process_time(), monotonic()
+                for seq in range(n):
+                    await shout(group, payload(seq, pad))
+                emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+            elif what == "status":
+                emit("status", peers=[len(n.peers()) for n in nodes])
+            else:
+                emit("error", error=f"unknown command {what!r}")
+            return True
+
+        async def obey(nursery: trio.Nursery) -> None:
+            stream = trio.lowlevel.FdStream(os.dup(0))
+            buffer = b""
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip() and not await handle(json.loads(line), nursery):
+                        return
+
+        t0 = monotonic()
+        async with contextlib.AsyncExitStack() as stack:
+            subscriptions = []
+            for i in range(args.nodes):
+                node = await stack.enter_async_context(
+                    trizre.open_node(
+                        node_name(args, i),
+                        interface=args.interface,
+                        beacon_port=args.port,
+                        evasive_timeout=args.evasive,
+                        expired_timeout=args.expired,
+                        beacons_refresh=args.beacons_refresh,
+                    )
+                )
+                subscriptions.append(node.events())
+                if args.group:
+                    await node.join(args.group)
+                nodes.append(node)
+            emit(
+                "started",
+                t0=t0,
+                pid=os.getpid(),
+                uuids=[n.uuid.hex for n in nodes],
+                endpoint=nodes[0].endpoint,
+            )
+            mesh.check_all()
+            if args.echo:
+                for local in locals_:
+                    local.mode = "echo"
+            async with trio.open_nursery() as nursery:
+                for local, node, events in zip(locals_, nodes, subscriptions, strict=True):
+                    nursery.start_soon(consume, local, node, events)
+                await obey(nursery)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+# -------------------------------------------------------------------- pyre
+
+
+def run_pyre(args: argparse.Namespace) -> None:
+    import zmq  # noqa: PLC0415
+    from pyre import Pyre  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.CRITICAL)
+    locals_ = [Local(i, args.expect_group) for i in range(args.nodes)]
+    mesh = Mesh(locals_, args.expect_peers)
+    group_bytes = args.expect_group.encode() if args.expect_group else None
+
+    t0 = monotonic()
+    nodes = []
+    for i in range(args.nodes):
+        node = Pyre(node_name(args, i))
+        node.set_port(str(args.port).encode())
+        if args.group:
+            node.join(args.group)
+        node.start()
+        nodes.append(node)
+    socks = [node.socket() for node in nodes]
+    emit(
+        "started",
+        t0=t0,
+        pid=os.getpid(),
+        uuids=[n.uuid().hex for n in nodes],
+        endpoint=nodes[0].endpoint(),
+    )
+    mesh.check_all()
+    if args.echo:
+        for local in locals_:
+            local.mode = "echo"
+    state: dict[str, Any] = {"progress": monotonic(), "stall": 5.0, "counting": False}
+
+    def handle(local: Local, frames: list[bytes]) -> None:
+        kind = frames[0]
+        if kind == b"WHISPER" or kind == b"SHOUT":
+            mode = local.mode
+            content = frames[3:] if kind == b"WHISPER" else frames[4:]
+            if mode == "count":
+                counter = local.counter
+                assert counter is not None
+                if counter.add(content[0]) or not counter.received % 256:
+                    state["progress"] = monotonic()
+                if local.slow and not counter.received % SLOW_EVERY:
+                    time.sleep(SLOW_SLEEP)
+            elif mode == "echo":
+                nodes[local.index].whisper(uuid.UUID(bytes=frames[1]), content)
+        elif kind == b"ENTER":
+            local.peers.add(frames[1])
+            mesh.update(local)
+        elif kind == b"JOIN":
+            if frames[3] == group_bytes:
+                local.members.add(frames[1])
+                mesh.update(local)
+        elif kind == b"LEAVE":
+            local.members.discard(frames[1])
+        elif kind == b"EXIT":
+            local.peers.discard(frames[1])
+            local.members.discard(frames[1])
+            emit("exit", node=local.index, peer=frames[1].hex(), name=frames[2].decode())
+
+    def drain(local: Local, limit: int = 1000) -> None:
+        sock = socks[local.index]
+        for _ in range(limit):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            handle(local, frames)
+
+    def target(local: Local) -> uuid.UUID:
+        if not local.peers:
+            raise RuntimeError("no peer to send to")
+        return uuid.UUID(bytes=next(iter(local.peers)))
+
+    def command(cmd: dict[str, Any]) -> bool:
+        what = cmd["cmd"]
+        node, local = nodes[0], locals_[0]
+        if what == "stop":
+            return False
+        if what == "mode":
+            for each in locals_:
+                each.mode = cmd["mode"]
+        elif what == "count":
+            for each in locals_:
+                each.counter = Counter(int(cmd["n"]))
+                each.slow = bool(cmd.get("slow"))
+                each.mode = "count"
+            state.update(progress=monotonic(), stall=float(cmd.get("stall", 5.0)), counting=True)
+            emit("counting")
+        elif what == "pingpong":
+            n, size = int(cmd["n"]), int(cmd["size"])
+            peer, message, sock = target(local), [payload(0, padding(size))], socks[0]
+            rtts = []
+            cpu0, start = time.process_time(), perf_counter()
+            for _ in range(n):
+                sent = perf_counter()
+                node.whisper(peer, message)
+                while True:
+                    frames = sock.recv_multipart()
+                    if frames[0] == b"WHISPER":
+                        break
+                    handle(local, frames)
+                rtts.append(perf_counter() - sent)
+            emit("pingpong", cpu0=cpu0, **rtt_summary(rtts, perf_counter() - start))
+        elif what == "flood":
+            n, pad, peer = int(cmd["n"]), padding(int(cmd["size"])), target(local)
+            whisper = node.whisper
+            cpu0, first = time.process_time(), monotonic()
+            for seq in range(n):
+                whisper(peer, [payload(seq, pad)])
+            emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+        elif what == "shout":
+            n, pad, group = int(cmd["n"]), padding(int(cmd["size"])), cmd["group"]
+            shout = node.shout
+            cpu0, first = time.process_time(), monotonic()
+            for seq in range(n):
+                shout(group, [payload(seq, pad)])
+            emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+        elif what == "status":
+            emit("status", peers=[len(each.peers) for each in locals_])
+        else:
+            emit("error", error=f"unknown command {what!r}")
+        return True
+
+    poller = zmq.Poller()
+    for sock in socks:
+        poller.register(sock, zmq.POLLIN)
+    poller.register(0, zmq.POLLIN)
+    by_sock = {sock: local for sock, local in zip(socks, locals_, strict=True)}
+    stdin_buffer = b""
+    running = True
+    while running:
+        for sock, _ in poller.poll(50):
+            if sock == 0:
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    running = False
+                    break
+                stdin_buffer += chunk
+                while b"\n" in stdin_buffer and running:
+                    line, stdin_buffer = stdin_buffer.split(b"\n", 1)
+                    if line.strip():
+                        running = command(json.loads(line))
+            else:
+                drain(by_sock[sock])
+        if state["counting"]:
+            if all(each.counter is None or each.counter.done for each in locals_):
+                state["counting"] = False
+                counted(locals_, stalled=False)
+            elif monotonic() - state["progress"] > state["stall"]:
+                state["counting"] = False
+                counted(locals_, stalled=True)
+
+    # pyre's stop() can hang on a dead link, and its threads are not daemons.
+    stopper = threading.Thread(target=lambda: [n.stop() for n in nodes], daemon=True)
+    stopper.start()
+    stopper.join(5.0)
+
+
+# --------------------------------------------------------------- raw pyzmq
+
+
+def run_raw(args: argparse.Namespace) -> None:
+    import zmq  # noqa: PLC0415
+
+    ctx = zmq.Context()
+    local = Local(0, None)
+    if args.connect:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(args.connect)
+        endpoint = args.connect
+    else:
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.bind(f"tcp://{args.address}:*")
+        endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    emit("started", t0=monotonic(), pid=os.getpid(), uuids=[], endpoint=endpoint)
+    emit("mesh")
+    if args.echo:
+        local.mode = "echo"
+    state: dict[str, Any] = {"progress": monotonic(), "stall": 5.0}
+
+    def drain(limit: int = 1000) -> None:
+        for _ in range(limit):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if local.mode == "echo":
+                sock.send_multipart(frames)
+            elif local.mode == "count":
+                counter = local.counter
+                assert counter is not None
+                if counter.add(frames[-1]) or not counter.received % 256:
+                    state["progress"] = monotonic()
+
+    def command(cmd: dict[str, Any]) -> bool:
+        what = cmd["cmd"]
+        if what == "stop":
+            return False
+        if what == "mode":
+            local.mode = cmd["mode"]
+        elif what == "count":
+            local.counter = Counter(int(cmd["n"]))
+            local.mode = "count"
+            state.update(progress=monotonic(), stall=float(cmd.get("stall", 5.0)))
+            emit("counting")
+        elif what == "pingpong":
+            n, message = int(cmd["n"]), payload(0, padding(int(cmd["size"])))
+            rtts = []
+            cpu0, start = time.process_time(), perf_counter()
+            for _ in range(n):
+                sent = perf_counter()
+                sock.send(message)
+                sock.recv()
+                rtts.append(perf_counter() - sent)
+            emit("pingpong", cpu0=cpu0, **rtt_summary(rtts, perf_counter() - start))
+        elif what == "flood":
+            n, pad = int(cmd["n"]), padding(int(cmd["size"]))
+            send = sock.send
+            cpu0, first = time.process_time(), monotonic()
+            for seq in range(n):
+                send(payload(seq, pad))
+            emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+        elif what == "status":
+            emit("status", peers=[1])
+        else:
+            emit("error", error=f"unknown command {what!r}")
+        return True
+
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(0, zmq.POLLIN)
+    buffer = b""
+    running = True
+    while running:
+        for what, _ in poller.poll(50):
+            if what == 0:
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    running = False
+                    break
+                buffer += chunk
+                while b"\n" in buffer and running:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        running = command(json.loads(line))
+            else:
+                drain()
+        counter = local.counter
+        if local.mode == "count" and counter is not None:
+            stalled = monotonic() - state["progress"] > state["stall"]
+            if counter.done or stalled:
+                local.counter = None
+                local.mode = "idle"
+                emit("counted", nodes=[counter.report()], stalled=not counter.done)
+    sock.close(linger=0)
+    ctx.term()
+
+
+IMPLS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "trizre": run_trizre,
+    "pyre": run_pyre,
+    "raw": run_raw,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", choices=sorted(IMPLS), required=True)
+    parser.add_argument("--name", default="node")
+    parser.add_argument("--nodes", type=int, default=1, help="ZRE nodes in this process")
+    parser.add_argument("--interface", default="lo", help="trizre: interface name")
+    parser.add_argument("--address", default="127.0.0.1", help="raw: address to bind")
+    parser.add_argument("--connect", help="raw: endpoint to connect a DEALER to")
+    parser.add_argument("--port", type=int, default=5670, help="UDP beacon port")
+    parser.add_argument("--group", help="join this group at start")
+    parser.add_argument("--expect-peers", type=int, default=0)
+    parser.add_argument("--expect-group")
+    parser.add_argument("--echo", action="store_true", help="start in echo mode")
+    parser.add_argument("--evasive", type=float, default=5.0, help="trizre only")
+    parser.add_argument("--expired", type=float, default=30.0, help="trizre only")
+    parser.add_argument("--beacons-refresh", action="store_true", help="trizre only")
+    parser.add_argument("--nofile", type=int, default=0, help="raise RLIMIT_NOFILE first")
+    args = parser.parse_args()
+
+    if args.nofile:
+        # Before zmq or trizre is imported: trizre sizes libzmq's socket cap
+        # from the soft limit when it creates its context.
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
+        except (ValueError, OSError):
+            # Raising the hard limit needs CAP_SYS_RESOURCE: take what we may.
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(args.nofile, hard), hard))
+    # pyre beacons on the first non-loopback interface: only inside a
+    # namespace the benchmark made.  So must anything not on loopback.
+    if args.impl == "pyre" or args.interface != "lo" or args.address != "127.0.0.1":
+        ensure_in_test_namespace()
+    IMPLS[args.impl](args)
+    emit("exiting")
+    sys.stdout.flush()
+    os._exit(0)  # pyre's node threads are not daemons
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The ZRE benchmark (benchmarks/bench_zre.py) runs end to end at tiny sizes.
+
+Not a speed test (shared/DESIGN.md section 7): each scenario runs once with
+``--quick`` so that the benchmark cannot rot unnoticed.  The benchmark
+makes its own pair of network namespaces (pyre may only run inside one), so
+the test is marked ``netns`` and skipped where namespaces cannot be made.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import netns
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks" / "bench_zre.py"
+TIMEOUT = 60  # seconds per scenario; all of them together take ~20 s here
+
+# "flood" runs in the same processes as "pingpong", so is run with it.
+SCENARIOS = {
+    "discovery": ("discovery",),
+    "pingpong+flood": ("pingpong", "flood"),
+    "burst": ("burst",),
+    "fanout": ("fanout",),
+    "death": ("death",),
+    "footprint": ("footprint",),
+}
+
+_reason = netns.netns_available()
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(
+        _reason is not None, reason=f"bench_zre.py needs network namespaces: {_reason}"
+    ),
+]
+
+
+def _run_bench(args: list[str]) -> tuple[int, str]:
+    """Run the benchmark; on timeout interrupt it, so it deletes its namespaces."""
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCH), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        pytest.fail(f"bench_zre.py {' '.join(args)} ran over {TIMEOUT} s:\n{out}")
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("scenarios", SCENARIOS.values(), ids=SCENARIOS.keys())
+def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None:
+    result = tmp_path / "zre.json"
+    args = ["--quick", "--json", str(result)]
+    for scenario in scenarios:
+        args += ["--scenario", scenario]
+    code, out = _run_bench(args)
+    assert code == 0, out
+    data = json.loads(result.read_text())
+    assert data["errors"] == [], out
+    assert data["netns"] is True
+    rows = data["rows"]
+    assert rows, out
+    # Every scenario measured trizre, and pyre beside it.
+    for impl in ("trizre", "pyre"):
+        assert any(row["values"].get(impl) or row["notes"].get(impl) for row in rows), out
+    assert "| scenario | measure | trizre | pyre |" in out
+    assert "Targets" in out

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo bench bench-socket docs clean
+.PHONY: test lint typecheck pytest demo bench bench-audit audit docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(BIN)/python:
 # Reinstall whenever the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,spark]'
 	touch $(STAMP)
 
 test: lint pytest
@@ -34,6 +34,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
+
+# The audit benchmark writes ~2 GB of traces under /tmp.
+bench-audit: $(STAMP)
+	$(BIN)/python benchmarks/bench_audit.py --events 10000000
+
+# make audit TRACE_DIR=path [REPORT_DIR=path]
+audit: $(STAMP)
+	$(BIN)/trizre audit $(TRACE_DIR) --out $(or $(REPORT_DIR),audit-report)
 
 docs: $(STAMP)
 	@echo "docs are Markdown under docs/; see docs/index.md"

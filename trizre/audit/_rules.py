@@ -1,0 +1,1082 @@
+"""The audit's computations over trace lines (docs/audit.md says what each means).
+
+Spark does the heavy lifting in three passes over the JSON lines:
+
+1. an *overview* (lines per node and kind, first/last time of every node,
+   and the rare lines collected to the driver: ``bstar-state``,
+   ``node-start``, ``node-stop``, ``exit``);
+2. the *request table*: one row per request, keyed by (client, rid), built
+   by one grouped aggregation with conditional aggregates; it is written to
+   Parquet and everything else about requests reads it back from there;
+3. *presence*: the exits, broadcast, joined with the lines proving the
+   observer had heard from that peer, to find the last of them.
+
+Binary Star intervals are computed on the driver by plain Python
+(:func:`bstar_timeline`), because a fleet writes a handful of state changes,
+not millions; the failover outage joins them back with the request table.
+
+Times are in the clock chosen by the caller: ``m`` (monotonic, the default)
+or ``t`` (wall clock).  ``m`` compares only lines written on one host; see
+docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, final
+
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from . import _schema as S
+
+CLOCKS: Final = ("m", "t")
+"""Which time field the audit orders and measures by."""
+
+PERCENTILES: Final = (0.5, 0.9, 0.99)
+PERCENTILE_ACCURACY: Final = 10_000
+"""``percentile_approx`` accuracy: rank error at most 1/10,000 of the count;
+exact (nearest rank) below 10,000 values."""
+
+HISTOGRAM_BINS_PER_DECADE: Final = 10
+
+NODES_LISTED: Final = 1000
+
+FLAGS: Final = ("lost", "duplicate_execution", "double_reply", "out_of_order")
+"""Per-request flags that make the audit fail (exit code 1)."""
+
+INFO_FLAGS: Final = ("re_executed", "orphan")
+"""Per-request observations listed but allowed."""
+
+_SMALL_KINDS: Final = (S.BSTAR_STATE, S.NODE_START, S.NODE_STOP, S.EXIT)
+"""Rare kinds whose lines the overview brings back to the driver."""
+
+_INF: Final = float("inf")
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None else int(value)
+
+
+def _kind(*kinds: str) -> Column:
+    if len(kinds) == 1:
+        return F.col("kind") == kinds[0]
+    return F.col("kind").isin(*kinds)
+
+
+# --------------------------------------------------------------------------
+# Reading
+
+
+def read_lines(spark: SparkSession, path: str) -> DataFrame:
+    """All ``*.jsonl`` files under *path* (recursively), with the v1 schema.
+
+    Never infers a schema.  Unreadable lines keep their text in
+    ``_corrupt_record``.  As everywhere in Spark, files and directories
+    whose name starts with ``_`` or ``.`` are skipped.
+    """
+    return (
+        spark.read.schema(S.SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", S.CORRUPT_COLUMN)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl")
+        .json(path)
+    )
+
+
+def _line_status(clock: str) -> Column:
+    return (
+        F.when(F.col(S.CORRUPT_COLUMN).isNotNull(), F.lit("malformed"))
+        .when(
+            F.col("v").isNull() | (F.col("v") != S.SCHEMA_VERSION),
+            F.lit("other-version"),
+        )
+        .when(
+            F.col("kind").isNull() | F.col("node").isNull() | F.col(clock).isNull(),
+            F.lit("incomplete"),
+        )
+        .otherwise(F.lit("ok"))
+    )
+
+
+USED_COLUMNS: Final = (
+    "node",
+    "name",
+    "kind",
+    "peer",
+    "peer_name",
+    "rid",
+    "client",
+    "service",
+    "pattern",
+    "attempt",
+    "status",
+    "latency",
+    "idempotent",
+    "state",
+    "old_state",
+    "event",
+    "reason",
+)
+"""The fields the rules read (besides the clock)."""
+
+
+def tag_lines(raw: DataFrame, clock: str) -> DataFrame:
+    """*raw* reduced to the fields the rules use, the chosen clock as ``ts``,
+    and ``line_status``: ``ok``, ``malformed``, ``other-version`` or
+    ``incomplete`` (no kind, node or time)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, not {clock!r}")
+    return raw.select(
+        _line_status(clock).alias("line_status"),
+        F.col(clock).alias("ts"),
+        *USED_COLUMNS,
+    )
+
+
+def valid_lines(tagged: DataFrame) -> DataFrame:
+    """The usable lines of a :func:`tag_lines` frame."""
+    return tagged.where(F.col("line_status") == "ok")
+
+
+# --------------------------------------------------------------------------
+# Pass 1: overview
+
+
+@final
+@dataclass(frozen=True)
+class StateChange:
+    """One ``bstar-state`` line."""
+
+    ts: float
+    old_state: str | None
+    state: str
+    event: str | None
+
+
+@final
+@dataclass(frozen=True)
+class ExitLine:
+    """One ``exit`` line."""
+
+    ts: float
+    peer: str
+    peer_name: str | None
+    reason: str | None
+
+
+@final
+@dataclass
+class NodeInfo:
+    """What one node wrote."""
+
+    node: str
+    name: str | None = None
+    lines: int = 0
+    first_ts: float = _INF
+    last_ts: float = -_INF
+    kinds: dict[str, int] = field(default_factory=dict)
+    changes: list[StateChange] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    stops: list[float] = field(default_factory=list)
+    exits: list[ExitLine] = field(default_factory=list)
+
+
+@final
+@dataclass
+class Overview:
+    """Pass 1: counts, and the rare lines, per node."""
+
+    lines: int = 0
+    malformed: int = 0
+    other_version: int = 0
+    incomplete: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> int:
+        return self.kinds_total
+
+    @property
+    def kinds_total(self) -> int:
+        return sum(self.kinds.values())
+
+    @property
+    def start(self) -> float | None:
+        return min((n.first_ts for n in self.nodes.values()), default=None)
+
+    @property
+    def end(self) -> float | None:
+        return max((n.last_ts for n in self.nodes.values()), default=None)
+
+
+def overview(tagged: DataFrame) -> Overview:
+    """Pass 1 over a :func:`tag_lines` frame (see :class:`Overview`)."""
+    small = F.struct(
+        F.col("ts"),
+        F.col("old_state"),
+        F.col("state"),
+        F.col("event"),
+        F.col("peer"),
+        F.col("peer_name"),
+        F.col("reason"),
+    )
+    rows = (
+        tagged.select(
+            "line_status",
+            "node",
+            "name",
+            "kind",
+            "ts",
+            F.when(_kind(*_SMALL_KINDS), small).alias("small"),
+        )
+        .groupBy("line_status", "node", "kind")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max("name").alias("name"),
+            F.min("ts").alias("first_ts"),
+            F.max("ts").alias("last_ts"),
+            F.collect_list("small").alias("small"),
+        )
+        .collect()
+    )
+    ov = Overview()
+    for row in rows:
+        n = int(row["n"])
+        ov.lines += n
+        status = row["line_status"]
+        if status == "malformed":
+            ov.malformed += n
+            continue
+        if status == "other-version":
+            ov.other_version += n
+            continue
+        if status == "incomplete":
+            ov.incomplete += n
+            continue
+        kind = str(row["kind"])
+        node = str(row["node"])
+        ov.kinds[kind] = ov.kinds.get(kind, 0) + n
+        info = ov.nodes.setdefault(node, NodeInfo(node))
+        info.lines += n
+        info.kinds[kind] = info.kinds.get(kind, 0) + n
+        if row["name"] is not None:
+            info.name = str(row["name"])
+        info.first_ts = min(info.first_ts, float(row["first_ts"]))
+        info.last_ts = max(info.last_ts, float(row["last_ts"]))
+        for item in row["small"]:
+            ts = float(item["ts"])
+            if kind == S.BSTAR_STATE and item["state"] is not None:
+                info.changes.append(
+                    StateChange(ts, item["old_state"], str(item["state"]), item["event"])
+                )
+            elif kind == S.NODE_START:
+                info.starts.append(ts)
+            elif kind == S.NODE_STOP:
+                info.stops.append(ts)
+            elif kind == S.EXIT and item["peer"] is not None:
+                info.exits.append(
+                    ExitLine(ts, str(item["peer"]), item["peer_name"], item["reason"])
+                )
+    for info in ov.nodes.values():
+        info.changes.sort(key=lambda c: c.ts)
+        info.starts.sort()
+        info.stops.sort()
+        info.exits.sort(key=lambda e: e.ts)
+    return ov
+
+
+# --------------------------------------------------------------------------
+# Pass 2: the request table
+
+REQUEST_COLUMNS: Final = (
+    "client",
+    "rid",
+    "pattern",
+    "service",
+    "first_sent_ts",
+    "sends",
+    "attempts",
+    "retries",
+    "workers",
+    "executions",
+    "idempotent_executions",
+    "received",
+    "dedupe_hits",
+    "refused",
+    "replies_sent",
+    "answers",
+    "answered_ts",
+    "last_answered_ts",
+    "answered_by",
+    "status",
+    "latency",
+    "abandons",
+    "abandoned_ts",
+    "abandon_attempts",
+    *FLAGS,
+    *INFO_FLAGS,
+)
+"""Columns of ``requests.parquet``, in order (docs/audit.md describes them)."""
+
+
+def request_table(lines: DataFrame) -> DataFrame:
+    """One row per request (client, rid), from the valid lines.
+
+    A single grouped aggregation: every request line is keyed by its client
+    (``node`` on client-side kinds, ``client`` on server-side ones).
+    """
+    kinds = (*S.CLIENT_SIDE_KINDS, *S.SERVER_SIDE_KINDS)
+    keyed = lines.where(_kind(*kinds) & F.col("rid").isNotNull()).select(
+        F.when(_kind(*S.CLIENT_SIDE_KINDS), F.col("node")).otherwise(F.col("client")).alias("key"),
+        "rid",
+        "kind",
+        "ts",
+        "node",
+        "peer",
+        "pattern",
+        "service",
+        "attempt",
+        "status",
+        "latency",
+        "idempotent",
+    )
+    sent = _kind(S.REQUEST_SENT)
+    executed = _kind(S.REQUEST_EXECUTED)
+    answered = _kind(S.REQUEST_ANSWERED)
+    abandoned = _kind(S.REQUEST_ABANDONED)
+    first_answer = F.min(
+        F.when(
+            answered,
+            F.struct(
+                F.col("ts").alias("ts"),
+                F.col("peer").alias("peer"),
+                F.col("status").alias("status"),
+                F.col("latency").alias("latency"),
+            ),
+        )
+    )
+    table = (
+        keyed.where(F.col("key").isNotNull())
+        .groupBy(F.col("key").alias("client"), "rid")
+        .agg(
+            F.max("pattern").alias("pattern"),
+            F.max("service").alias("service"),
+            F.min(F.when(sent, F.col("ts"))).alias("first_sent_ts"),
+            F.count(F.when(sent, 1)).alias("sends"),
+            F.max(F.when(_kind(S.REQUEST_SENT, S.REQUEST_RETRIED), F.col("attempt"))).alias(
+                "attempts"
+            ),
+            F.array_sort(F.collect_set(F.when(executed, F.col("node")))).alias("workers"),
+            F.count(F.when(executed, 1)).alias("executions"),
+            F.count(F.when(executed & F.col("idempotent"), 1)).alias("idempotent_executions"),
+            # The servers whose reply cache ran it: a cache promises once per server.
+            F.collect_list(F.when(executed & F.col("idempotent"), F.col("node"))).alias(
+                "idempotent_runs"
+            ),
+            F.count(F.when(_kind(S.REQUEST_RECEIVED), 1)).alias("received"),
+            F.count(F.when(_kind(S.DEDUPE_HIT), 1)).alias("dedupe_hits"),
+            F.count(F.when(_kind(S.REQUEST_REFUSED), 1)).alias("refused"),
+            F.count(F.when(_kind(S.REPLY_SENT), 1)).alias("replies_sent"),
+            F.count(F.when(answered, 1)).alias("answers"),
+            first_answer.alias("first_answer"),
+            F.max(F.when(answered, F.col("ts"))).alias("last_answered_ts"),
+            F.count(F.when(abandoned, 1)).alias("abandons"),
+            F.min(F.when(abandoned, F.col("ts"))).alias("abandoned_ts"),
+            F.max(F.when(abandoned, F.col("attempt"))).alias("abandon_attempts"),
+        )
+    )
+    sent_ts = F.col("first_sent_ts")
+    out_of_order = (
+        (F.col("answered_ts") < sent_ts)
+        | (F.col("abandoned_ts") < sent_ts)
+        | (F.col("last_answered_ts") > F.col("abandoned_ts"))
+    )
+    # A duplicate execution: one server with a reply cache ran the request
+    # twice.  Runs on different servers (a worker killed mid-request, a
+    # Binary Star failover) are at-least-once behaviour: "re_executed".
+    runs = F.col("idempotent_runs")
+    duplicate = F.size(runs) > F.size(F.array_distinct(runs))
+    return (
+        table.withColumn("answered_ts", F.col("first_answer.ts"))
+        .withColumn("answered_by", F.col("first_answer.peer"))
+        .withColumn("status", F.col("first_answer.status"))
+        .withColumn("latency", F.col("first_answer.latency"))
+        .withColumn("retries", F.col("attempts") - 1)
+        .withColumn(
+            "lost", (F.col("sends") > 0) & (F.col("answers") == 0) & (F.col("abandons") == 0)
+        )
+        .withColumn("duplicate_execution", duplicate)
+        .withColumn("double_reply", F.col("answers") > 1)
+        .withColumn("out_of_order", F.coalesce(out_of_order, F.lit(False)))
+        .withColumn("re_executed", (F.col("executions") > 1) & ~duplicate)
+        .withColumn("orphan", F.col("sends") == 0)
+        .select(*REQUEST_COLUMNS)
+    )
+
+
+def _request_id(row: Row) -> dict[str, Any]:
+    return {
+        "client": row["client"],
+        "rid": row["rid"],
+        "service": row["service"],
+        "pattern": row["pattern"],
+        "workers": list(row["workers"] or []),
+        "executions": _int(row["executions"]),
+        "answers": _int(row["answers"]),
+        "abandons": _int(row["abandons"]),
+        "attempts": row["attempts"],
+    }
+
+
+def request_summary(table: DataFrame, max_listed: int) -> dict[str, Any]:
+    """Counts, flags (with up to *max_listed* offending requests each), retries."""
+
+    def count_of(column: str) -> Column:
+        return F.count(F.when(F.col(column), 1)).alias(column)
+
+    totals = table.agg(
+        F.count(F.lit(1)).alias("requests"),
+        F.count(F.when(F.col("sends") > 0, 1)).alias("sent"),
+        F.count(F.when(F.col("answers") > 0, 1)).alias("answered"),
+        F.count(F.when(F.col("abandons") > 0, 1)).alias("abandoned"),
+        F.count(F.when(F.col("retries") > 0, 1)).alias("retried"),
+        F.coalesce(F.sum("executions"), F.lit(0)).alias("executions"),
+        F.coalesce(F.sum("dedupe_hits"), F.lit(0)).alias("dedupe_hits"),
+        F.coalesce(F.sum("refused"), F.lit(0)).alias("refused"),
+        *(count_of(name) for name in (*FLAGS, *INFO_FLAGS)),
+    ).collect()[0]
+    order: list[Column | str] = [F.col("first_sent_ts").asc_nulls_last(), "client", "rid"]
+    flags: dict[str, Any] = {}
+    for name in (*FLAGS, *INFO_FLAGS):
+        count = _int(totals[name])
+        listed = (
+            [
+                _request_id(r)
+                for r in table.where(F.col(name)).orderBy(*order).limit(max_listed).collect()
+            ]
+            if count
+            else []
+        )
+        flags[name] = {
+            "count": count,
+            "requests": listed,
+            "truncated": count > len(listed),
+            "fails_audit": name in FLAGS,
+        }
+    retries = {
+        str(_int(r["retries"])): _int(r["count"])
+        for r in table.where(F.col("sends") > 0)
+        .groupBy(F.coalesce(F.col("retries"), F.lit(0)).alias("retries"))
+        .count()
+        .orderBy("retries")
+        .collect()
+    }
+    counts = {
+        key: _int(totals[key])
+        for key in (
+            "requests",
+            "sent",
+            "answered",
+            "abandoned",
+            "retried",
+            "executions",
+            "dedupe_hits",
+            "refused",
+        )
+    }
+    return {"counts": counts, "flags": flags, "retries": retries}
+
+
+def _latency_row(row: Row) -> dict[str, Any]:
+    quantiles = row["q"] or [None] * len(PERCENTILES)
+    out: dict[str, Any] = {"count": _int(row["n"])}
+    for p, value in zip(PERCENTILES, quantiles, strict=True):
+        out[f"p{round(p * 100):d}"] = _float(value)
+    out["max"] = _float(row["max"])
+    out["mean"] = _float(row["mean"])
+    return out
+
+
+def latency_stats(table: DataFrame) -> dict[str, Any]:
+    """p50/p90/p99/max of the first answer's ``latency``: overall, per pattern, per service."""
+    answered = table.where(F.col("latency").isNotNull())
+    aggs = (
+        F.count(F.lit(1)).alias("n"),
+        F.percentile_approx("latency", list(PERCENTILES), PERCENTILE_ACCURACY).alias("q"),
+        F.max("latency").alias("max"),
+        F.avg("latency").alias("mean"),
+    )
+    overall = answered.agg(*aggs).collect()[0]
+    out: dict[str, Any] = {"overall": _latency_row(overall)}
+    for key in ("pattern", "service"):
+        rows = answered.groupBy(key).agg(*aggs).orderBy(key).collect()
+        out[f"by_{key}"] = {str(r[key]): _latency_row(r) for r in rows}
+    return out
+
+
+def latency_histogram(table: DataFrame) -> list[dict[str, Any]]:
+    """Answered requests per latency bin, 10 log-spaced bins per decade.
+
+    Bin ``k`` holds latencies in [10^(k/10), 10^((k+1)/10)) seconds;
+    latencies of zero or less get ``lo = hi = 0``.
+    """
+    per = HISTOGRAM_BINS_PER_DECADE
+    rows = (
+        table.where(F.col("latency").isNotNull())
+        .select(
+            F.when(
+                F.col("latency") > 0, F.floor(F.log10(F.col("latency")) * per).cast("int")
+            ).alias("bin")
+        )
+        .groupBy("bin")
+        .count()
+        .collect()
+    )
+    bins = []
+    for row in rows:
+        b = row["bin"]
+        if b is None:
+            bins.append({"lo": 0.0, "hi": 0.0, "count": _int(row["count"]), "bin": None})
+        else:
+            bins.append(
+                {
+                    "lo": 10 ** (int(b) / per),
+                    "hi": 10 ** ((int(b) + 1) / per),
+                    "count": _int(row["count"]),
+                    "bin": int(b),
+                }
+            )
+    bins.sort(key=lambda d: -math.inf if d["bin"] is None else d["bin"])
+    return bins
+
+
+# --------------------------------------------------------------------------
+# Binary Star (driver side)
+
+
+@final
+@dataclass(frozen=True)
+class Segment:
+    """A server in one state from ``start`` to ``end``."""
+
+    node: str
+    start: float
+    end: float
+    state: str
+    end_reason: str
+    """``state`` (a new state line), ``stop`` (node-stop), ``restart``
+    (node-start under the same UUID) or ``last-line`` (the node wrote nothing
+    more: killed, or the trace ends)."""
+
+    @property
+    def active(self) -> bool:
+        return self.state.upper() == S.ACTIVE_STATE
+
+
+def server_segments(info: NodeInfo) -> list[Segment]:
+    """The states of one Binary Star server over time.
+
+    A state lasts until the next ``bstar-state`` line, a ``node-stop``, a
+    ``node-start`` (a restart under the same UUID), or else the node's last
+    line: a server killed without a trace of it is presumed dead after the
+    last line it wrote.
+    """
+    marks: list[tuple[float, int, str | None, str]] = []
+    marks.extend((ts, 0, None, "restart") for ts in info.starts)
+    marks.extend((ts, 0, None, "stop") for ts in info.stops)
+    marks.extend((c.ts, 1, c.state, "state") for c in info.changes)
+    marks.sort(key=lambda x: (x[0], x[1]))
+    segments: list[Segment] = []
+    current: tuple[float, str] | None = None
+    for ts, _, state, reason in marks:
+        if current is not None and ts > current[0]:
+            segments.append(Segment(info.node, current[0], ts, current[1], reason))
+        current = None if state is None else (ts, state)
+    if current is not None:
+        end = max(current[0], info.last_ts)
+        segments.append(Segment(info.node, current[0], end, current[1], "last-line"))
+    # Merge consecutive segments in the same state (a repeated state line).
+    merged: list[Segment] = []
+    for seg in segments:
+        last = merged[-1] if merged else None
+        if last is not None and last.state == seg.state and last.end == seg.start:
+            merged[-1] = Segment(seg.node, last.start, seg.end, seg.state, seg.end_reason)
+        else:
+            merged.append(seg)
+    return merged
+
+
+@final
+@dataclass(frozen=True)
+class Failover:
+    """A server becoming ACTIVE after the first activation of the trace."""
+
+    at: float
+    new: str
+    old: str | None
+    """The server whose ACTIVE period started last before ``at``."""
+    after: float
+    """The previous activation (lower bound for the old server's last answer)."""
+    before: float
+    """The next activation (upper bound for the new server's first answer)."""
+
+
+def bstar_timeline(ov: Overview) -> tuple[dict[str, Any], list[Failover]]:
+    """Servers' states, no-ACTIVE intervals, dual-ACTIVE intervals, failovers.
+
+    Pure Python over the collected ``bstar-state`` lines (see
+    :func:`server_segments` for how a state ends).
+    """
+    servers = [info for info in ov.nodes.values() if info.changes]
+    servers.sort(key=lambda i: (i.name or "", i.node))
+    trace_end = ov.end
+    segments = {info.node: server_segments(info) for info in servers}
+    active = sorted(
+        (seg for segs in segments.values() for seg in segs if seg.active),
+        key=lambda s: (s.start, s.node),
+    )
+    out: dict[str, Any] = {
+        "servers": [
+            {
+                "node": info.node,
+                "name": info.name,
+                "changes": len(info.changes),
+                "last_ts": info.last_ts,
+                "stopped": bool(info.stops),
+                "segments": [
+                    {"start": s.start, "end": s.end, "state": s.state, "end_reason": s.end_reason}
+                    for s in segments[info.node]
+                ],
+            }
+            for info in servers
+        ],
+        "first_active": None,
+        "trace_end": trace_end,
+        "no_active": [],
+        "dual_active": [],
+        "failovers": [],
+    }
+    if not active or trace_end is None:
+        return out, []
+    out["first_active"] = active[0].start
+
+    # Sweep over the ACTIVE periods; at equal times an end comes before a start.
+    events = [(seg.start, 1, seg) for seg in active if seg.end > seg.start]
+    events += [(seg.end, -1, seg) for seg in active if seg.end > seg.start]
+    events.sort(key=lambda e: (e[0], e[1], e[2].node))
+    running: list[Segment] = []
+    no_active: list[dict[str, Any]] = []
+    dual: list[dict[str, Any]] = []
+    gap: Segment | None = None  # the period whose end left no server ACTIVE
+    dual_start = 0.0
+    dual_nodes: set[str] = set()
+    for ts, delta, seg in events:
+        if delta > 0:
+            if not running and gap is not None:
+                if ts > gap.end:
+                    no_active.append(_gap(gap, ts, trace_end))
+                gap = None
+            running.append(seg)
+            if len(running) == 2:
+                dual_start = ts
+                dual_nodes = {s.node for s in running}
+            elif len(running) > 2:
+                dual_nodes.add(seg.node)
+        else:
+            if len(running) == 2 and ts > dual_start:
+                dual.append(
+                    {
+                        "start": dual_start,
+                        "end": ts,
+                        "duration": ts - dual_start,
+                        "servers": sorted(dual_nodes),
+                    }
+                )
+            running.remove(seg)
+            if not running:
+                gap = seg
+    if gap is not None and trace_end > gap.end:
+        no_active.append(_gap(gap, trace_end, trace_end))
+    if not events:  # only instantaneous ACTIVE periods: nobody was ever seen ACTIVE for long
+        first = active[0]
+        if trace_end > first.start:
+            no_active.append(_gap(first, trace_end, trace_end))
+    out["no_active"] = no_active
+    out["dual_active"] = dual
+
+    failovers: list[Failover] = []
+    later = active[1:]
+    previous = active[0].start
+    for i, seg in enumerate(later):
+        earlier = [s for s in active if s.start < seg.start and s.node != seg.node]
+        old = max(earlier, key=lambda s: s.start).node if earlier else None
+        nxt = later[i + 1].start if i + 1 < len(later) else _INF
+        failovers.append(Failover(at=seg.start, new=seg.node, old=old, after=previous, before=nxt))
+        previous = seg.start
+    return out, failovers
+
+
+def _gap(ended: Segment, until: float, trace_end: float) -> dict[str, Any]:
+    return {
+        "start": ended.end,
+        "end": until,
+        "duration": until - ended.end,
+        "after": ended.node,
+        "cause": ended.end_reason,
+        "ends_at_trace_end": until >= trace_end,
+    }
+
+
+def failover_outages(
+    spark: SparkSession,
+    table: DataFrame,
+    failovers: Sequence[Failover],
+    max_listed: int,
+) -> list[dict[str, Any]]:
+    """Client-visible outage of each failover, per client.
+
+    For failover at time T from server *old* to *new*: for each client, the
+    gap between its last Binary Star answer from *old* (after the previous
+    activation, at or before T) and its first from *new* (at or after T,
+    before the next activation).  Answers with status 503 do not count.
+    Both times are on the client, so ``m`` is comparable.
+
+    Alongside, ``first_new_latency``: the latency of that first answer from
+    *new* (from the request's first send), which shows the outage a request
+    in flight suffered even when the client was idle before the failover.
+    """
+    if not failovers:
+        return []
+    rows: list[Column] = []
+    for i, fo in enumerate(failovers):
+        roles = [("new", fo.new)] + ([("old", fo.old)] if fo.old is not None else [])
+        rows.extend(
+            F.struct(
+                F.lit(i).alias("fidx"),
+                F.lit(server).alias("server"),
+                F.lit(role).alias("role"),
+                F.lit(fo.at).cast("double").alias("at"),
+                F.lit(fo.after).cast("double").alias("lo"),
+                F.lit(fo.before).cast("double").alias("hi"),
+            )
+            for role, server in roles
+        )
+    # A literal table built in the JVM (no Python worker needed).
+    fo_df = spark.range(1).select(F.inline(F.array(*rows)))
+    answers = table.where(
+        (F.col("pattern") == S.BINARY_STAR)
+        & F.col("answered_ts").isNotNull()
+        & F.coalesce(F.col("status") != 503, F.lit(True))
+    ).select("client", "answered_by", "answered_ts", "latency")
+    ts = F.col("answered_ts")
+    is_old = (F.col("role") == "old") & (ts <= F.col("at")) & (ts > F.col("lo"))
+    is_new = (F.col("role") == "new") & (ts >= F.col("at")) & (ts < F.col("hi"))
+    gaps = (
+        answers.join(F.broadcast(fo_df), answers["answered_by"] == fo_df["server"])
+        .groupBy("fidx", "client")
+        .agg(
+            F.max(F.when(is_old, ts)).alias("last_old"),
+            F.min(
+                F.when(is_new, F.struct(ts.alias("ts"), F.col("latency").alias("latency")))
+            ).alias("first_new"),
+        )
+        .collect()
+    )
+    per: dict[int, list[dict[str, Any]]] = {}
+    for row in gaps:
+        last_old = _float(row["last_old"])
+        first = row["first_new"]
+        first_new = None if first is None else _float(first["ts"])
+        entry = {
+            "client": row["client"],
+            "last_old_answer": last_old,
+            "first_new_answer": first_new,
+            "gap": None if last_old is None or first_new is None else first_new - last_old,
+            "first_new_latency": None if first is None else _float(first["latency"]),
+        }
+        per.setdefault(int(row["fidx"]), []).append(entry)
+    out = []
+    for i, fo in enumerate(failovers):
+        clients = per.get(i, [])
+        measured = sorted(
+            (c for c in clients if c["gap"] is not None), key=lambda c: -float(c["gap"])
+        )
+        values = sorted(float(c["gap"]) for c in measured)
+        latencies = sorted(
+            float(c["first_new_latency"]) for c in clients if c["first_new_latency"] is not None
+        )
+        out.append(
+            {
+                "at": fo.at,
+                "old": fo.old,
+                "new": fo.new,
+                "clients_measured": len(measured),
+                "clients_without_both": len(clients) - len(measured),
+                "max_gap": values[-1] if values else None,
+                "p50_gap": _nearest_rank(values, 0.5),
+                "p90_gap": _nearest_rank(values, 0.9),
+                "max_first_new_latency": latencies[-1] if latencies else None,
+                "p50_first_new_latency": _nearest_rank(latencies, 0.5),
+                "gaps": measured[:max_listed],
+                "truncated": len(measured) > max_listed,
+            }
+        )
+    return out
+
+
+def _nearest_rank(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile of sorted *values* (the same rule as Spark's)."""
+    if not values:
+        return None
+    rank = max(1, math.ceil(p * len(values)))
+    return values[rank - 1]
+
+
+# --------------------------------------------------------------------------
+# Pass 3: presence
+
+
+def presence(
+    spark: SparkSession, lines: DataFrame, ov: Overview, max_listed: int
+) -> dict[str, Any]:
+    """Peer churn per observer, and silence before each ``exit``.
+
+    The silence of an exit is the time from the last line on that observer
+    proving it heard from that peer (:data:`~._schema.HEARD_FROM_KINDS`,
+    after the previous exit of the same peer) to the ``exit`` line.  The
+    exits (collected by the overview) are broadcast and joined with those
+    lines in one pass.
+    """
+    observers = []
+    for info in sorted(ov.nodes.values(), key=lambda i: (i.name or "", i.node)):
+        n_enters = info.kinds.get(S.ENTER, 0)
+        n_exits = info.kinds.get(S.EXIT, 0)
+        if n_enters or n_exits:
+            observers.append(
+                {"node": info.node, "name": info.name, "enters": n_enters, "exits": n_exits}
+            )
+    out: dict[str, Any] = {
+        "enters": ov.kinds.get(S.ENTER, 0),
+        "exits": ov.kinds.get(S.EXIT, 0),
+        "observers": observers,
+        "silence_by_reason": {},
+        "exits_listed": [],
+        "truncated": False,
+    }
+    exits: list[tuple[NodeInfo, ExitLine, float | None]] = []
+    for info in ov.nodes.values():
+        previous: dict[str, float] = {}
+        for line in info.exits:
+            exits.append((info, line, previous.get(line.peer)))
+            previous[line.peer] = line.ts
+    if not exits:
+        return out
+    exit_df = spark.createDataFrame(
+        [(i, info.node, line.peer, line.ts, prev) for i, (info, line, prev) in enumerate(exits)],
+        "exit_id long, observer string, peer string, exit_ts double, prev_exit_ts double",
+    )
+    heard = lines.where(_kind(*S.HEARD_FROM_KINDS)).select(
+        F.col("node").alias("h_observer"),
+        F.coalesce(F.col("peer"), F.col("client")).alias("h_peer"),
+        F.col("ts").alias("h_ts"),
+    )
+    e = F.broadcast(exit_df)
+    last_heard = {
+        int(r["exit_id"]): float(r["last_heard_ts"])
+        for r in heard.join(
+            e,
+            (heard["h_observer"] == e["observer"])
+            & (heard["h_peer"] == e["peer"])
+            & (heard["h_ts"] <= e["exit_ts"])
+            & (e["prev_exit_ts"].isNull() | (heard["h_ts"] > e["prev_exit_ts"])),
+        )
+        .groupBy("exit_id")
+        .agg(F.max("h_ts").alias("last_heard_ts"))
+        .collect()
+    }
+    entries: list[dict[str, Any]] = []
+    for i, (info, line, _) in enumerate(exits):
+        heard_ts = last_heard.get(i)
+        entries.append(
+            {
+                "observer": info.node,
+                "observer_name": info.name,
+                "peer": line.peer,
+                "peer_name": line.peer_name,
+                "reason": line.reason,
+                "exit_ts": line.ts,
+                "last_heard_ts": heard_ts,
+                "silence": None if heard_ts is None else line.ts - heard_ts,
+            }
+        )
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        by_reason.setdefault(entry["reason"] or "?", []).append(entry)
+    for reason in sorted(by_reason):
+        group = by_reason[reason]
+        values = sorted(float(e["silence"]) for e in group if e["silence"] is not None)
+        out["silence_by_reason"][reason] = {
+            "exits": len(group),
+            "measured": len(values),
+            "p50": _nearest_rank(values, 0.5),
+            "p90": _nearest_rank(values, 0.9),
+            "max": values[-1] if values else None,
+        }
+    # Longest silences first; exits never heard from (no silence) before them.
+    entries.sort(
+        key=lambda e: (
+            e["silence"] is not None,
+            -(e["silence"] or 0.0),
+            e["observer"],
+            e["peer"],
+            e["exit_ts"],
+        )
+    )
+    out["exits_listed"] = entries[:max_listed]
+    out["truncated"] = len(entries) > max_listed
+    return out
+
+
+# --------------------------------------------------------------------------
+# Everything
+
+
+@final
+@dataclass
+class AuditResult:
+    """The summary (JSON-ready) and where the request table was written."""
+
+    summary: dict[str, Any]
+    requests_path: Path | None
+
+    @property
+    def failed(self) -> bool:
+        """True when any request was lost, duplicated, double-replied or out of
+        order, or two Binary Star servers were active at once."""
+        flags: Mapping[str, Any] = self.summary["requests"]["flags"]
+        dual_active = (self.summary.get("bstar") or {}).get("dual_active") or []
+        return any(flags[name]["count"] for name in FLAGS) or bool(dual_active)
+
+    @property
+    def empty(self) -> bool:
+        return int(self.summary["input"]["valid_lines"]) == 0
+
+
+def audit(
+    spark: SparkSession,
+    trace_path: str,
+    requests_path: str | None,
+    *,
+    clock: str = "m",
+    max_listed: int = 100,
+) -> AuditResult:
+    """Run every rule over the traces at *trace_path*.
+
+    The request table is written as Parquet to *requests_path* (a directory,
+    replaced if present) and read back from there; with ``None`` it is
+    cached in memory instead (for small traces and tests).
+
+    The JSON is parsed three times (overview, request table, presence):
+    measured on 2 cores, persisting the parsed lines instead cost as much
+    as it saved, and needs memory in proportion to the trace.
+    """
+    return _audit(
+        spark,
+        tag_lines(read_lines(spark, trace_path), clock),
+        trace_path=trace_path,
+        requests_path=requests_path,
+        clock=clock,
+        max_listed=max_listed,
+    )
+
+
+def _audit(
+    spark: SparkSession,
+    tagged: DataFrame,
+    *,
+    trace_path: str,
+    requests_path: str | None,
+    clock: str,
+    max_listed: int,
+) -> AuditResult:
+    timings: dict[str, float] = {}
+    clock_start = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock_start
+        now = time.monotonic()
+        timings[name] = round(now - clock_start, 3)
+        clock_start = now
+
+    ov = overview(tagged)
+    lap("read_and_overview")
+    summary: dict[str, Any] = {
+        "timings": timings,
+        "input": {
+            "trace_path": trace_path,
+            "clock": clock,
+            "lines": ov.lines,
+            "valid_lines": ov.valid,
+            "malformed_lines": ov.malformed,
+            "other_version_lines": ov.other_version,
+            "incomplete_lines": ov.incomplete,
+            "kinds": dict(sorted(ov.kinds.items())),
+            "nodes": len(ov.nodes),
+            "start": ov.start,
+            "end": ov.end,
+        },
+    }
+    if ov.valid == 0:
+        return AuditResult(summary, None)
+    lines = valid_lines(tagged)
+    built = request_table(lines)
+    written: Path | None = None
+    if requests_path is not None:
+        built.write.mode("overwrite").parquet(requests_path)
+        table = spark.read.parquet(requests_path)
+        written = Path(requests_path)
+    else:
+        table = built.cache()
+    lap("request_table")
+    try:
+        summary["requests"] = request_summary(table, max_listed)
+        lap("request_flags")
+        summary["latency"] = latency_stats(table)
+        summary["latency"]["histogram"] = latency_histogram(table)
+        lap("latency")
+        bstar, failovers = bstar_timeline(ov)
+        bstar["failovers"] = failover_outages(spark, table, failovers, max_listed)
+        summary["bstar"] = bstar
+        lap("bstar")
+        summary["presence"] = presence(spark, lines, ov, max_listed)
+        lap("presence")
+        nodes = sorted(ov.nodes.values(), key=lambda i: (i.name or "", i.node))
+        summary["nodes"] = {
+            "count": len(nodes),
+            "truncated": len(nodes) > NODES_LISTED,
+            "listed": [
+                {
+                    "node": n.node,
+                    "name": n.name,
+                    "lines": n.lines,
+                    "first_ts": n.first_ts,
+                    "last_ts": n.last_ts,
+                }
+                for n in nodes[:NODES_LISTED]
+            ],
+        }
+    finally:
+        if requests_path is None:
+            table.unpersist()
+    return AuditResult(summary, written)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -32,12 +33,20 @@ class Running:
         await self.stopped.wait()
 
 
-async def run_server(port: int, name: str, primary: bool, partner: str, task_status: Any) -> None:
+async def run_server(
+    port: int,
+    name: str,
+    primary: bool,
+    partner: str,
+    task_status: Any,
+    *,
+    trace_dir: Path | None = None,
+) -> None:
     stopped = trio.Event()
     try:
         with trio.CancelScope() as scope:
             async with (
-                trizre.open_node(name, beacon_port=port, **FAST) as node,
+                trizre.open_node(name, beacon_port=port, trace_dir=trace_dir, **FAST) as node,
                 patterns.open_binary_star_server(
                     node, answer, primary=primary, partner=partner, heartbeat=HEARTBEAT
                 ) as star,

@@ -6,6 +6,7 @@ import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -43,7 +44,14 @@ class Worker:
 
 
 async def run_worker(
-    port: int, name: str, handler: patterns.Handler, service: str, task_status: Any
+    port: int,
+    name: str,
+    handler: patterns.Handler,
+    service: str,
+    task_status: Any,
+    *,
+    trace_dir: Path | None = None,
+    cache: bool = False,
 ) -> None:
     stopped, busy = trio.Event(), trio.Event()
 
@@ -54,8 +62,13 @@ async def run_worker(
     try:
         with trio.CancelScope() as scope:
             async with (
-                trizre.open_node(name, beacon_port=port, **FAST) as node,
-                patterns.open_server(node, noting, service=service) as server,
+                trizre.open_node(name, beacon_port=port, trace_dir=trace_dir, **FAST) as node,
+                patterns.open_server(
+                    node,
+                    noting,
+                    service=service,
+                    reply_cache=patterns.ReplyCache() if cache else None,
+                ) as server,
             ):
                 task_status.started(Worker(node, server, scope, stopped, busy))
                 await trio.sleep_forever()

@@ -44,7 +44,7 @@ audit: $(STAMP)
 	$(BIN)/trizre audit $(TRACE_DIR) --out $(or $(REPORT_DIR),audit-report)
 
 docs: $(STAMP)
-	@echo "docs are Markdown under docs/; see docs/index.md"
+	@echo "The documentation is Markdown: start at docs/index.md"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -13,6 +13,7 @@ import trio
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_for_peers
 from trizre import wire
+from trizre._presence import Liveness
 
 
 async def test_two_nodes_meet_talk_and_part() -> None:
@@ -519,3 +520,22 @@ async def test_whisper_nowait_keeps_order_with_whisper() -> None:
             assert got == sent
             with pytest.raises(trizre.UnknownPeer):
                 a.whisper_nowait(uuid.uuid4(), b"x")
+
+
+async def test_peer_by_name_prefers_the_newest_responsive() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
+            trizre.open_node("twin", beacon_port=port, **FAST) as old,
+        ):
+            assert watcher.peer_by_name("nobody") is None
+            await watcher.wait_for_peer(old.uuid)
+            async with trizre.open_node("twin", beacon_port=port, **FAST) as new:
+                await watcher.wait_for_peer(new.uuid)
+                assert watcher.find_peers("twin") == [old.uuid, new.uuid]
+                assert watcher.peer_by_name("twin") == new.uuid
+                assert await watcher.wait_for_peer("twin") == new.uuid
+                # An unresponsive newest twin loses to a responsive older one.
+                watcher._peers[new.uuid].presence.liveness = Liveness.SILENT
+                assert watcher.peer_by_name("twin") == old.uuid

@@ -580,6 +580,12 @@ class StubNode:
     def find_peers(self, name: str) -> list[UUID]:
         return [peer for peer, n in self.names.items() if n == name]
 
+    def peer_by_name(self, name: str) -> UUID | None:
+        """As the node: the newest responsive peer of that name."""
+        found = self.find_peers(name)
+        responsive = [peer for peer in found if peer not in self.unresponsive]
+        return (responsive or found)[-1] if found else None
+
     def peers_by_group(self, group: str) -> list[UUID]:
         return [peer for peer, groups in self.groups.items() if group in groups]
 

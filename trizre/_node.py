@@ -234,11 +234,24 @@ class Node:
         """The present peers whose HELLO gave ``name`` (names need not be unique)."""
         return [p.uuid for p in self._peers.values() if p.ready and p.name == name]
 
+    def peer_by_name(self, name: str) -> UUID | None:
+        """The peer to use for ``name``: the newest responsive one, or ``None``.
+
+        A server that crashed stays present until it expires, beside its
+        restarted successor of the same name; this picks the successor.
+        With no responsive one, the newest of those present.
+        """
+        found = [p for p in self._peers.values() if p.ready and p.name == name]
+        if not found:
+            return None
+        responsive = [p for p in found if p.presence.liveness is Liveness.ALIVE]
+        return (responsive or found)[-1].uuid
+
     async def wait_for_peer(self, peer: str | UUID) -> UUID:
         """Wait until a peer with this name (``str``) or UUID is present; return its UUID.
 
         Returns at once if one already is (with a checkpoint); with several
-        of the same name, any one of them.  Cancellation: nothing changes;
+        of the same name, the one :meth:`peer_by_name` picks.  Cancellation: nothing changes;
         bound it with ``trio.fail_after``.  Bad input: anything but a
         ``str`` or ``uuid.UUID`` raises ``TypeError``.
         """
@@ -250,9 +263,9 @@ class Node:
                 if found is not None and found.ready:
                     await trio.lowlevel.checkpoint()
                     return peer
-            elif matches := self.find_peers(peer):
+            elif (match := self.peer_by_name(peer)) is not None:
                 await trio.lowlevel.checkpoint()
-                return matches[0]
+                return match
             await self._peers_changed.wait()
 
     def _announce_change(self) -> None:

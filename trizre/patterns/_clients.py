@@ -181,19 +181,6 @@ async def _request(
         router.close(request_id)
 
 
-def _pick_named(node: Node, name: str) -> UUID | None:
-    """The peer to use among those named ``name``: responsive first, then newest.
-
-    A server that crashed stays present until it expires, beside its
-    restarted successor of the same name; the newest responsive one wins.
-    """
-    found = node.find_peers(name)
-    if not found:
-        return None
-    responsive = [peer for peer in found if node.peer_is_responsive(peer)]
-    return (responsive or found)[-1]
-
-
 # ----------------------------------------------------------------- Lazy Pirate
 
 
@@ -218,7 +205,7 @@ class LazyPirateClient:
         node = self._router.node
         if isinstance(self.server, UUID):
             return self.server if self.server in node.peers() else None
-        return _pick_named(node, self.server)
+        return node.peer_by_name(self.server)
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request and return the reply's frames.
@@ -407,7 +394,7 @@ class BinaryStarClient:
             # fail over.  Requests that failed with it find it switched.
             self._switch()
         pending.memo = (attempt, self.current)
-        return _pick_named(self._router.node, self.current)
+        return self._router.node.peer_by_name(self.current)
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request to the active server and return the reply's frames.

@@ -53,7 +53,8 @@ class _Queue:
             return True
         if len(self._items) < self._limit:
             self._items.append(event)
-            self._readers.unpark()
+            if self._readers:  # an empty ParkingLot's unpark still costs ~1 us
+                self._readers.unpark()
             return True
         if self.overflow == "raise":
             self.overflowed = True
@@ -201,6 +202,13 @@ class Fanout:
         delivers exactly once to each.
         """
         queues = self._queues
+        if len(queues) == 1:  # the common case, on the per-message path
+            queue = queues[0]
+            if not queue.offer(event):
+                return False
+            if queue.closed:
+                self._prune()
+            return True
         if not all(queue.has_room() for queue in queues):
             return False
         for queue in queues:

@@ -35,6 +35,9 @@ _POLLOUT: Final = zmq.POLLOUT
 _NOBLOCK: Final = zmq.NOBLOCK
 _SNDMORE_NOBLOCK: Final = zmq.SNDMORE | zmq.NOBLOCK
 _EVENTS: Final = zmq.EVENTS
+_RCVMORE: Final = int(zmq.RCVMORE)
+_backend_recv: Final = zmq.backend.Socket.recv
+_backend_get: Final = zmq.backend.Socket.get
 
 _context: zmq.Context[Any] | None = None
 
@@ -130,13 +133,19 @@ class ZSocket:
         if max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
         await trio.lowlevel.checkpoint_if_cancelled()
-        recv = self._zsock.recv_multipart
+        zsock = self._zsock
+        # pyzmq's recv_multipart, minus its per-call option conversions:
+        # this loop runs for every message an inbox receives.
+        recv, get = _backend_recv, _backend_get
         while True:
             self._check_open()
             batch: list[list[bytes]] = []
             try:
                 while len(batch) < max_messages:
-                    batch.append(recv(_NOBLOCK))
+                    frames = [recv(zsock, _NOBLOCK)]
+                    while get(zsock, _RCVMORE):
+                        frames.append(recv(zsock, _NOBLOCK))
+                    batch.append(frames)
             except zmq.Again:
                 pass
             self._after_op()

@@ -38,7 +38,7 @@ MESSAGES: list[tuple[str, Any]] = [
         "HELLO (2 groups, 2 headers)",
         Hello(
             1,
-            "tcp://192.168.1.20:49152",
+            "tcp://192.168.1.20:49152",  # ok-net: a string inside a HELLO, never connected to
             ("GLOBAL", "chat"),
             2,
             "node-Zoë",

@@ -1,7 +1,7 @@
 """The loopback guard: no test may send a packet anywhere but loopback.
 
 This machine's other interface leads to a shared network, so a mistake in a
-test (a beacon to 255.255.255.255, a connect to a LAN address) must fail the
+test (a beacon to the global broadcast, a connect to a LAN address) must fail the
 test loudly instead of leaving the box.  Two doors are watched:
 
 * Python sockets, through an audit hook on ``socket.connect``,
@@ -50,7 +50,7 @@ def _host_is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        # A name we would have to resolve, "<broadcast>", "" (INADDR_ANY):
+        # A name we would have to resolve, "<broadcast>", "" (INADDR_ANY):  # ok-net
         # none of them is provably loopback, so none is allowed.
         return False
 

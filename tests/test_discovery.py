@@ -127,7 +127,7 @@ async def test_sender_outside_the_subnet_is_dropped(
     only_2 = Interface(
         name="lo",
         address=IPv4Address("127.0.0.2"),
-        netmask=IPv4Address("255.255.255.255"),
+        netmask=IPv4Address("255.255.255.255"),  # ok-net: a netmask, nothing is sent
         broadcast=IPv4Address(BROADCAST),
         is_loopback=True,
     )

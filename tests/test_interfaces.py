@@ -50,9 +50,9 @@ UP, BRD, LOOP = 0x1, 0x2, 0x8
 FAKE_HOST = [
     _fake("lo", UP | LOOP, "127.0.0.1/8"),
     _fake("tun0", UP, "10.8.0.2/32"),
-    _fake("eth9", BRD, "10.1.0.5/24", "10.1.0.255"),  # down
+    _fake("eth9", BRD, "10.1.0.5/24", "10.1.0.255"),  # ok-net; down
     _fake("wlan9", UP | BRD, None),  # up, no IPv4
-    _fake("eth7", UP | BRD, "10.2.0.5/24", "10.2.0.255"),
+    _fake("eth7", UP | BRD, "10.2.0.5/24", "10.2.0.255"),  # ok-net
     _fake("eth8", UP | BRD, "10.3.0.5/16", "0.0.0.0"),  # no broadcast configured
 ]
 
@@ -149,7 +149,11 @@ def test_contains() -> None:
     assert not LOOPBACK.contains("198.51.100.1")  # ok-net: only compared, never contacted
     assert not LOOPBACK.contains(IPv4Address("128.0.0.1"))
     host = Interface(
-        "x", IPv4Address("10.0.0.7"), IPv4Address("255.255.255.255"), IPv4Address("10.0.0.7"), False
+        "x",
+        IPv4Address("10.0.0.7"),
+        IPv4Address("255.255.255.255"),  # ok-net
+        IPv4Address("10.0.0.7"),
+        False,
     )
     assert host.contains("10.0.0.7")
     assert not host.contains("10.0.0.8")
@@ -172,7 +176,7 @@ def test_interface_validates() -> None:
             "x",
             "10.0.0.1",  # type: ignore[arg-type]
             IPv4Address("255.0.0.0"),
-            IPv4Address("10.255.255.255"),
+            IPv4Address("10.255.255.255"),  # ok-net
             False,
         )
     with pytest.raises(ValueError):
@@ -180,7 +184,7 @@ def test_interface_validates() -> None:
             "x",
             IPv4Address("10.0.0.1"),
             IPv4Address("255.0.255.0"),
-            IPv4Address("10.255.255.255"),
+            IPv4Address("10.255.255.255"),  # ok-net
             False,
         )
 
@@ -204,13 +208,13 @@ def test_fake_listing_skips_down_and_addressless() -> None:
 def test_fake_automatic_choice_skips_loopback_p2p_down_and_addressless() -> None:
     chosen = select_interface()
     assert chosen.name == "eth7"
-    assert chosen.broadcast == IPv4Address("10.2.0.255")
+    assert chosen.broadcast == IPv4Address("10.2.0.255")  # ok-net
     assert not chosen.is_loopback
 
 
 @pytest.mark.usefixtures("fake_host")
 def test_fake_missing_broadcast_is_the_subnet_broadcast() -> None:
-    assert select_interface("eth8").broadcast == IPv4Address("10.3.255.255")
+    assert select_interface("eth8").broadcast == IPv4Address("10.3.255.255")  # ok-net
 
 
 @pytest.mark.usefixtures("fake_host")
@@ -227,7 +231,7 @@ def test_fake_unusable(spec: str, problem: str) -> None:
     with pytest.raises(InterfaceError, match=problem) as info:
         select_interface(spec)
     message = str(info.value)
-    assert "eth9 10.1.0.5/24 broadcast 10.1.0.255 (down)" in message
+    assert "eth9 10.1.0.5/24 broadcast 10.1.0.255 (down)" in message  # ok-net
     assert "wlan9 (no IPv4 address)" in message
 
 

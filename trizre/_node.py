@@ -887,14 +887,18 @@ async def open_node(
         node._name = node.uuid.hex[:6].upper()
     if trace_dir is not None:
         node._tracer = Tracer(trace_dir, node.uuid, node.name, max_bytes=trace_max_bytes)
-    with unwrap_single_exception_group():
-        async with open_beacon_socket(iface, beacon_port) as beacons:
-            try:
-                async with trio.open_nursery() as nursery:
-                    await node._start(nursery, beacons)
-                    try:
-                        yield node
-                    finally:
-                        nursery.cancel_scope.cancel()
-            finally:
-                await node._shutdown()
+    try:
+        with unwrap_single_exception_group():
+            async with open_beacon_socket(iface, beacon_port) as beacons:
+                try:
+                    async with trio.open_nursery() as nursery:
+                        await node._start(nursery, beacons)
+                        try:
+                            yield node
+                        finally:
+                            nursery.cancel_scope.cancel()
+                finally:
+                    await node._shutdown()
+    finally:
+        if node._tracer is not None:
+            node._tracer.close()  # also when the beacon socket could not open

@@ -9,10 +9,11 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_for_peers
-from trizre import wire
+from trizre import _discovery, wire
 from trizre._presence import Liveness
 
 
@@ -539,3 +540,41 @@ async def test_peer_by_name_prefers_the_newest_responsive() -> None:
                 # An unresponsive newest twin loses to a responsive older one.
                 watcher._peers[new.uuid].presence.liveness = Liveness.SILENT
                 assert watcher.peer_by_name("twin") == old.uuid
+
+
+async def _node_in_task(
+    port: int, name: str, task_status: trio.TaskStatus[tuple[trizre.Node, trio.CancelScope]]
+) -> None:
+    with trio.CancelScope() as scope:
+        async with trizre.open_node(name, beacon_port=port, **FAST) as node:
+            task_status.started((node, scope))
+            await trio.sleep_forever()
+
+
+async def test_nodes_in_one_run_share_one_beacon_socket_and_hand_it_over() -> None:
+    """Each beacon is received once per process; the reading task moves on when its node stops."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            first, first_scope = await nursery.start(_node_in_task, port, "first")
+            second, _ = await nursery.start(_node_in_task, port, "second")
+            await trio.testing.wait_all_tasks_blocked()
+            (hub,) = _discovery._HUBS.get().values()
+            assert first._beacons is second._beacons is hub.socket
+            assert len(hub._listeners) == 2
+            host = hub._host
+            # Stop the node whose task reads the shared socket...
+            first_scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert hub._host is not None and hub._host is not host
+            assert len(hub._listeners) == 1
+            # ...and discovery goes on through the other one's task.
+            third, third_scope = await nursery.start(_node_in_task, port, "third")
+            await second.wait_for_peer(third.uuid)
+            await third.wait_for_peer(second.uuid)
+            events = second.events()
+            third_scope.cancel()  # its port-0 beacon also arrives through the hub
+            await next_event(events, trizre.Exit)
+            nursery.cancel_scope.cancel()
+        assert _discovery._HUBS.get() == {}  # the last user closed the socket
+        assert hub.socket is not None and hub.socket._closed

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Final, final
 
@@ -46,7 +46,7 @@ import trio
 from trizre._interfaces import Interface
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
 
-__all__ = ["BeaconSocket", "open_beacon_socket"]
+__all__ = ["BeaconHub", "BeaconSocket", "open_beacon_hub", "open_beacon_socket"]
 
 logger = logging.getLogger("trizre.discovery")
 
@@ -164,6 +164,14 @@ async def open_beacon_socket(interface: Interface, port: int) -> AsyncIterator[B
             broadcast address is not one of this host's, or another user's
             socket holds the port without ``SO_REUSEPORT``).
     """
+    beacon_socket = await _bind(interface, port)
+    try:
+        yield beacon_socket
+    finally:
+        beacon_socket._close()
+
+
+async def _bind(interface: Interface, port: int) -> BeaconSocket:
     if not isinstance(port, int) or isinstance(port, bool):
         raise TypeError(f"port must be an int, got {port!r}")
     if not 1 <= port <= 0xFFFF:
@@ -175,6 +183,113 @@ async def open_beacon_socket(interface: Interface, port: int) -> AsyncIterator[B
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
         await sock.bind((str(interface.broadcast), port))
-        yield beacon_socket
-    finally:
+    except BaseException:
         beacon_socket._close()
+        raise
+    return beacon_socket
+
+
+# ------------------------------------------------------------------ the hub
+
+Deliver = Callable[[Beacon, str], None]
+
+_HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = (
+    trio.lowlevel.RunVar("trizre_beacon_hubs")
+)
+
+
+@final
+class BeaconHub:
+    """One beacon socket per (interface, port) per Trio run, shared by its nodes.
+
+    With a socket per node, n nodes in one process receive and decode n
+    copies of every beacon: n² datagrams a beacon interval.  The hub
+    receives each once and hands it to every node's ``deliver`` callback,
+    synchronously.  Its socket is read by one of its listeners' tasks at a
+    time (the "host"); when the host's node stops, another listener takes
+    over, so no task outlives the nodes.  Nodes also send through
+    :attr:`socket`.
+    """
+
+    def __init__(self) -> None:
+        self.socket: BeaconSocket | None = None
+        self._opened = trio.Event()
+        self._error: BaseException | None = None
+        self._users = 0
+        self._listeners: dict[object, Deliver] = {}
+        self._host: object | None = None
+        self._host_gone = trio.Event()
+
+    async def listen(self, deliver: Deliver) -> None:
+        """Deliver every valid beacon to ``deliver`` until cancelled.
+
+        ``deliver`` must not block; an exception from it is logged and the
+        other listeners still get the beacon.
+        """
+        token = object()
+        self._listeners[token] = deliver
+        try:
+            while True:
+                if self._host is not None:
+                    await self._host_gone.wait()
+                    continue
+                self._host = token
+                try:
+                    await self._pump()
+                finally:
+                    self._host = None
+                    self._host_gone.set()
+                    self._host_gone = trio.Event()
+        finally:
+            del self._listeners[token]
+
+    async def _pump(self) -> None:
+        assert self.socket is not None
+        while True:
+            beacon, sender = await self.socket.receive()
+            for deliver in list(self._listeners.values()):
+                try:
+                    deliver(beacon, sender)
+                except Exception:
+                    logger.exception("a node failed to handle a beacon from %s", sender)
+
+
+@asynccontextmanager
+async def open_beacon_hub(interface: Interface, port: int) -> AsyncIterator[BeaconHub]:
+    """Join (or open) this Trio run's shared beacon hub for *interface* and *port*.
+
+    The hub's socket is opened by the first user and closed by the last.
+    Raises as :func:`open_beacon_socket` does.
+    """
+    try:
+        hubs = _HUBS.get()
+    except LookupError:
+        hubs = {}
+        _HUBS.set(hubs)
+    key = (interface.name, str(interface.broadcast), port)
+    hub = hubs.get(key)
+    creator = hub is None
+    if hub is None:
+        hub = hubs[key] = BeaconHub()
+    hub._users += 1
+    try:
+        if creator:
+            try:
+                hub.socket = await _bind(interface, port)
+            except BaseException as exc:
+                hub._error = exc
+                raise
+            finally:
+                hub._opened.set()
+        else:
+            await hub._opened.wait()
+            if hub._error is not None:
+                raise OSError(f"the shared beacon socket could not open: {hub._error}")
+        yield hub
+    finally:
+        hub._users -= 1
+        if hub._users == 0:
+            if hubs.get(key) is hub:
+                del hubs[key]
+            if hub.socket is not None:
+                hub.socket._close()

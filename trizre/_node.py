@@ -7,7 +7,9 @@ events, and the fan-out hands the events to every subscriber.
 Tasks (all in the node's own nursery):
 
 * beacons out: one beacon at start, then every ``beacon_interval``;
-* beacons in: an unknown UUID with a port becomes a peer, port 0 removes it;
+* beacons in: read once per process by a shared hub (``_discovery``), which
+  calls every node's ``_on_beacon``; an unknown UUID with a port becomes a
+  peer, port 0 removes it (through the leavers task);
 * inbox: drains the ROUTER in batches and dispatches each message;
 * presence: sleeps until the earliest peer deadline, then pings/reports.
 
@@ -35,7 +37,7 @@ import trio
 import zmq
 
 from . import wire
-from ._discovery import BeaconSocket, open_beacon_socket
+from ._discovery import BeaconHub, BeaconSocket, open_beacon_hub
 from ._events import (
     Enter,
     Evasive,
@@ -153,6 +155,8 @@ class Node:
         self._presence_wakeup = trio.Event()
         self._peers_changed = trio.Event()
         self._tracer: Tracer | None = None
+        self._leavers: deque[_Peer] = deque()  # announced port 0, to be removed
+        self._leavers_lot = trio.lowlevel.ParkingLot()
         self._unyielded = 0  # sends since the last schedule point (see _send)
         self._batch_time = 0.0  # when the inbox batch being dispatched arrived
 
@@ -554,20 +558,29 @@ class Node:
             await self._beacons.send(beacon)
             await trio.sleep(self._beacon_interval)
 
-    async def _beacon_receiver(self) -> None:
-        assert self._beacons is not None
+    def _on_beacon(self, beacon: wire.Beacon, address: str) -> None:
+        """Called by the shared beacon hub, synchronously, for every beacon.
+
+        Most beacons come from peers we know and need nothing: no task
+        wakes for them.  A leaving peer is handed to ``_remove_leavers``.
+        """
+        if beacon.uuid == self._uuid or self._stopped:
+            return
+        peer = self._peers.get(beacon.uuid)
+        if beacon.leaving:
+            if peer is not None:
+                self._leavers.append(peer)
+                self._leavers_lot.unpark_all()
+        elif peer is None:
+            self._add_peer(beacon.uuid, f"tcp://{address}:{beacon.port}")
+        elif self._beacons_refresh and peer.ready:
+            peer.presence.heard(trio.current_time())
+
+    async def _remove_leavers(self) -> None:
         while True:
-            beacon, address = await self._beacons.receive()
-            if beacon.uuid == self._uuid:
-                continue
-            peer = self._peers.get(beacon.uuid)
-            if beacon.leaving:
-                if peer is not None:
-                    await self._remove_peer(peer, "beacon")
-            elif peer is None:
-                self._add_peer(beacon.uuid, f"tcp://{address}:{beacon.port}")
-            elif self._beacons_refresh and peer.ready:
-                peer.presence.heard(trio.current_time())
+            while not self._leavers:
+                await self._leavers_lot.park()
+            await self._remove_peer(self._leavers.popleft(), "beacon")
 
     async def _inbox_reader(self) -> None:
         assert self._inbox is not None
@@ -705,7 +718,7 @@ class Node:
 
     # ---------------------------------------------------------- lifecycle
 
-    async def _start(self, nursery: trio.Nursery, beacons: BeaconSocket) -> None:
+    async def _start(self, nursery: trio.Nursery, hub: BeaconHub) -> None:
         inbox = context().socket(zmq.ROUTER)
         inbox.setsockopt(zmq.LINGER, 0)
         inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -713,9 +726,10 @@ class Node:
         port = _bind_ephemeral(inbox, address)
         self._endpoint = f"tcp://{address}:{port}"
         self._inbox = ZSocket(inbox)
-        self._beacons = beacons
+        self._beacons = hub.socket
         nursery.start_soon(self._inbox_reader)
-        nursery.start_soon(self._beacon_receiver)
+        nursery.start_soon(hub.listen, self._on_beacon)
+        nursery.start_soon(self._remove_leavers)
         nursery.start_soon(self._presence_keeper)
         nursery.start_soon(self._beacon_sender)
         if self._tracer is not None:
@@ -889,10 +903,10 @@ async def open_node(
         node._tracer = Tracer(trace_dir, node.uuid, node.name, max_bytes=trace_max_bytes)
     try:
         with unwrap_single_exception_group():
-            async with open_beacon_socket(iface, beacon_port) as beacons:
+            async with open_beacon_hub(iface, beacon_port) as hub:
                 try:
                     async with trio.open_nursery() as nursery:
-                        await node._start(nursery, beacons)
+                        await node._start(nursery, hub)
                         try:
                             yield node
                         finally:

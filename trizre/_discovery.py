@@ -193,8 +193,8 @@ async def _bind(interface: Interface, port: int) -> BeaconSocket:
 
 Deliver = Callable[[Beacon, str], None]
 
-_HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = (
-    trio.lowlevel.RunVar("trizre_beacon_hubs")
+_HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = trio.lowlevel.RunVar(
+    "trizre_beacon_hubs"
 )
 
 

@@ -180,6 +180,19 @@ def counted(locals_: list[Local], stalled: bool) -> None:
     emit("counted", nodes=reports, stalled=stalled)
 
 
+def read_commands(buffer: bytes, command: Callable[[dict[str, Any]], bool]) -> tuple[bytes, bool]:
+    """Read stdin once and run every complete JSON line; False once told to stop (or EOF)."""
+    chunk = os.read(0, 65536)
+    if not chunk:
+        return buffer, False
+    buffer += chunk
+    while b"\n" in buffer:
+        line, buffer = buffer.split(b"\n", 1)
+        if line.strip() and not command(json.loads(line)):
+            return buffer, False
+    return buffer, True
+
+
 def node_name(args: argparse.Namespace, index: int) -> str:
     return args.name if args.nodes == 1 else f"{args.name}{index}"
 
@@ -508,15 +521,9 @@ def run_pyre(args: argparse.Namespace) -> None:
     while running:
         for sock, _ in poller.poll(50):
             if sock == 0:
-                chunk = os.read(0, 65536)
-                if not chunk:
-                    running = False
+                stdin_buffer, running = read_commands(stdin_buffer, command)
+                if not running:
                     break
-                stdin_buffer += chunk
-                while b"\n" in stdin_buffer and running:
-                    line, stdin_buffer = stdin_buffer.split(b"\n", 1)
-                    if line.strip():
-                        running = command(json.loads(line))
             else:
                 drain(by_sock[sock])
         if state["counting"]:
@@ -613,15 +620,9 @@ def run_raw(args: argparse.Namespace) -> None:
     while running:
         for what, _ in poller.poll(50):
             if what == 0:
-                chunk = os.read(0, 65536)
-                if not chunk:
-                    running = False
+                buffer, running = read_commands(buffer, command)
+                if not running:
                     break
-                buffer += chunk
-                while b"\n" in buffer and running:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        running = command(json.loads(line))
             else:
                 drain()
         counter = local.counter

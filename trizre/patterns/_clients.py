@@ -39,13 +39,6 @@ log = logging.getLogger("trizre.patterns")
 _Outcome = proto.Reply | None  # None: this attempt timed out or was refused
 
 
-def _check_frames(frames: Sequence[bytes]) -> tuple[bytes, ...]:
-    for frame in frames:
-        if not isinstance(frame, bytes):
-            raise TypeError(f"request frames must be bytes, got {type(frame).__name__}")
-    return tuple(frames)
-
-
 async def _attempt(
     router: ReplyRouter,
     pending: _Pending,
@@ -99,9 +92,9 @@ async def _request(
     while there is none).  A timeout or a 503 refusal ends the attempt;
     any other non-200 status raises :class:`RemoteError` at once.
     """
-    body = _check_frames(frames)
     request_id = new_request_id()
-    message = proto.encode(proto.Request(request_id, service, body))
+    # encode rejects frames that are not bytes (TypeError) before anything is sent
+    message = proto.encode(proto.Request(request_id, service, tuple(frames)))
     pending = router.open(request_id, service)
     node = router.node
     tracer = node.tracer

@@ -546,20 +546,23 @@ class Bench:
         s = self.sizes
         budget = _descriptor_budget()
         plans: list[tuple[int, str, bool]] = []
-        for wanted in sorted(set(s.footprint_nodes) | set(s.footprint_pyre_nodes)):
-            n = fitting_mesh(wanted, budget)
+        wanted_by_impl = [("trizre", n) for n in s.footprint_nodes]
+        if "pyre" in self.impls:
+            wanted_by_impl += [("pyre", n) for n in s.footprint_pyre_nodes]
+        for impl, wanted in sorted(wanted_by_impl, key=lambda plan: (plan[1], plan[0] != "trizre")):
+            n = fitting_mesh(wanted, budget, impl)
             if n != wanted:
                 self.results.notes.append(
-                    f"footprint: {wanted} nodes in one process need ~{_mesh_fds(wanted):,} "
-                    f"file descriptors, but RLIMIT_NOFILE's hard limit here is {budget:,} "
-                    "(raising it needs CAP_SYS_RESOURCE, which this root lacks): measured "
-                    f"{n} nodes instead (the largest multiple of 5 that fits)"
+                    f"footprint: {wanted} {impl} nodes in one process need "
+                    f"~{_mesh_fds(wanted, impl):,} file descriptors, but RLIMIT_NOFILE's hard "
+                    f"limit here is {budget:,} (raising it needs CAP_SYS_RESOURCE, which this "
+                    f"root lacks): measured {n} nodes instead (the largest multiple of 5 that fits)"
                 )
-            if wanted in s.footprint_nodes:
+            if impl == "trizre":
                 plans += [(n, "trizre", False), (n, "trizre", True)]
-            if wanted in s.footprint_pyre_nodes and "pyre" in self.impls:
+            else:
                 plans.append((n, "pyre", False))
-        self.footprint_largest = max(n for n, _, _ in plans)
+        self.footprint_largest = max(n for n, impl, _ in plans if impl == "trizre")
         for n, impl, refresh in plans:
             label = f"{n} node{'s' * (n > 1)} in 1 process"
             rows = {
@@ -627,22 +630,26 @@ class Bench:
                 rows["cpu_refresh"].notes["pyre"] = "(always: pyre's rule)"
 
 
-def _mesh_fds(n: int) -> int:
-    """Descriptors one process needs for n nodes in full mesh (measured: ~3 per link).
+def _mesh_fds(n: int, impl: str = "pyre") -> int:
+    """Descriptors one process needs for n nodes in full mesh.
 
-    Each of the n(n-1) links holds a DEALER (a TCP socket and libzmq's
-    mailbox eventfd) and an accepted connection at the peer's ROUTER; pyre
-    adds ~14 per node for its actor pipes and per-node zmq contexts.
+    pyre (measured: ~3 per link): each of the n(n-1) links holds a DEALER
+    (a TCP socket and libzmq's mailbox eventfd) and an accepted connection
+    at the peer's ROUTER, plus ~14 per node for its actor pipes and
+    per-node zmq contexts.  trizre links the nodes of one process in
+    memory: its ROUTER's listening socket and mailbox per node.
     """
+    if impl == "trizre":
+        return 3 * n + 100
     return 3 * n * (n - 1) + 16 * n + 100
 
 
-def fitting_mesh(wanted: int, budget: int) -> int:
+def fitting_mesh(wanted: int, budget: int, impl: str = "pyre") -> int:
     """``wanted``, or the largest multiple of 5 whose mesh fits in ``budget`` descriptors."""
-    if _mesh_fds(wanted) <= 0.95 * budget:
+    if _mesh_fds(wanted, impl) <= 0.95 * budget:
         return wanted
     n = wanted
-    while n > 5 and _mesh_fds(n) > 0.95 * budget:
+    while n > 5 and _mesh_fds(n, impl) > 0.95 * budget:
         n -= 5
     return n
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import trizre._node
 from tests import _netguard
 
 pytest_plugins = ["pytester"]
@@ -33,3 +34,22 @@ def loopback_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         _netguard.state.armed = False
         _netguard.state.violations.clear()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--links",
+        choices=("local", "tcp"),
+        default="local",
+        help="how nodes of one process reach each other: in-memory links "
+        "(the default, as users get it) or TCP only (as zyre and pyre do); "
+        "make test runs the node and pattern tests both ways",
+    )
+
+
+@pytest.fixture(autouse=True)
+def links_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``--links tcp`` makes every node in the test use TCP even for local peers."""
+    mode: str = request.config.getoption("--links")
+    monkeypatch.setattr(trizre._node, "_LOCAL_LINKS_ALLOWED", mode == "local")
+    return mode

@@ -356,10 +356,11 @@ async def test_version_3_nodes_meet_and_ignore_version_2() -> None:
             trizre.open_node("v2", beacon_port=port, protocol_version=2, **FAST) as old,
         ):
             a_events, old_events = a.events(), old.events(overflow="raise")
+            b_events = b.events()
             enter = await next_event(a_events, trizre.Enter)
             assert enter.peer == b.uuid
             await a.whisper(b.uuid, b"v3 hello")
-            assert (await next_event(b.events(), trizre.Whisper)).frames == (b"v3 hello",)
+            assert (await next_event(b_events, trizre.Whisper)).frames == (b"v3 hello",)
             # Ten beacon intervals later the v2 node still knows nobody.
             with trio.move_on_after(0.5):
                 event = await next_event(old_events, trizre.Enter)
@@ -479,15 +480,20 @@ async def test_wait_for_peer_by_name_or_uuid() -> None:
 
 @pytest.mark.parametrize("beacons_refresh", [False, True])
 async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -> None:
-    """Two idle nodes: with zyre's rule they ping each other, with pyre's they need not."""
+    """Two idle nodes over TCP: with zyre's rule they ping each other, with pyre's they need not."""
     port = free_udp_port()
     timers = {"evasive_timeout": 0.2, "expired_timeout": 2.0, "beacon_interval": 0.05}
     with trio.fail_after(5):
         async with (
             trizre.open_node(
-                "a", beacon_port=port, beacons_refresh=beacons_refresh, interface="lo", **timers
+                "a",
+                beacon_port=port,
+                beacons_refresh=beacons_refresh,
+                interface="lo",
+                local_links=False,  # PINGs are a TCP link's; local peers need none
+                **timers,
             ) as a,
-            trizre.open_node("b", beacon_port=port, interface="lo", **timers) as b,
+            trizre.open_node("b", beacon_port=port, interface="lo", local_links=False, **timers) as b,
         ):
             events = a.events()
             await a.wait_for_peer(b.uuid)

@@ -77,7 +77,7 @@ def test_tracer_lines_rotation_and_close(tmp_path: Path) -> None:
         Tracer(tmp_path, node, "x", max_bytes=10)
 
 
-async def test_nodes_trace_presence_and_messages(tmp_path: Path) -> None:
+async def test_nodes_trace_presence_and_messages(tmp_path: Path, links_mode: str) -> None:
     port = free_udp_port()
     with trio.fail_after(10):
         async with trizre.open_node("a", beacon_port=port, trace_dir=tmp_path, **FAST) as a:
@@ -114,7 +114,9 @@ async def test_nodes_trace_presence_and_messages(tmp_path: Path) -> None:
     assert any(r["kind"] == "enter" and r["peer"] == b_uuid.hex for r in by_a)
     assert any(r["kind"] == "join" and r["group"] == "g" for r in by_a)
     exits = [r for r in by_a if r["kind"] == "exit"]
-    assert exits and exits[0]["reason"] == "beacon" and exits[0]["peer_name"] == "b"
+    # A local peer says GOODBYE over its link; a TCP peer's port-0 beacon says it.
+    reason = "goodbye" if links_mode == "local" else "beacon"
+    assert exits and exits[0]["reason"] == reason and exits[0]["peer_name"] == "b"
 
 
 async def test_patterns_trace_both_ends_of_a_request(tmp_path: Path) -> None:

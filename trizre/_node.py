@@ -11,6 +11,8 @@ Tasks (all in the node's own nursery):
   calls every node's ``_on_beacon``; an unknown UUID with a port becomes a
   peer, port 0 removes it (through the leavers task);
 * inbox: drains the ROUTER in batches and dispatches each message;
+* local inbox: the same for peers in this Trio run, whose messages come
+  over in-memory links (``_local``) rather than TCP;
 * presence: sleeps until the earliest peer deadline, then pings/reports.
 
 Sending never drops: a message goes out with the next sequence number only
@@ -53,6 +55,7 @@ from ._events import (
 )
 from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
+from ._local import LocalInbox, LocalLink, lookup, register, unregister
 from ._presence import Liveness, Presence, PresenceAction
 from ._trace import Tracer
 from ._util import unwrap_single_exception_group
@@ -66,11 +69,13 @@ _Factory = Callable[[int], list[bytes]]
 _EPHEMERAL_PORTS: Final = (0xC000, 0x10000)  # 36/ZRE: bind in %xC000-%xFFFF
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
+# Tests set this False to run the whole suite over TCP only (conftest --links).
+_LOCAL_LINKS_ALLOWED = True
 
 
 @final
 class _Peer:
-    """What we know about one remote node, and our DEALER to it."""
+    """What we know about one remote node, and our DEALER (or local link) to it."""
 
     __slots__ = (
         "endpoint",
@@ -90,7 +95,9 @@ class _Peer:
         "waiting",
     )
 
-    def __init__(self, peer: UUID, endpoint: str, sock: ZSocket, presence: Presence) -> None:
+    def __init__(
+        self, peer: UUID, endpoint: str, sock: ZSocket | LocalLink, presence: Presence
+    ) -> None:
         self.uuid = peer
         self.hex = peer.hex  # for traces: computed once
         self.endpoint = endpoint
@@ -130,6 +137,7 @@ class Node:
         protocol_version: int,
         send_hwm: int,
         beacons_refresh: bool,
+        local_links: bool,
     ) -> None:
         self._uuid = uuid4()
         self._name = name
@@ -142,6 +150,9 @@ class Node:
         self._version = protocol_version
         self._send_hwm = send_hwm
         self._beacons_refresh = beacons_refresh
+        self._local_links = local_links and _LOCAL_LINKS_ALLOWED
+        self._local: LocalInbox | None = None
+        self._deaf = 0  # publishers waiting for a full subscriber
         self._identity = b"\x01" + self._uuid.bytes
         self._peers: dict[UUID, _Peer] = {}
         self._by_identity: dict[bytes, _Peer] = {}
@@ -491,22 +502,25 @@ class Node:
             # beacon or HELLO claims.
             log.debug("ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface)
             return None
-        try:
-            zsock = context().socket(zmq.DEALER)
-        except zmq.ZMQError as exc:
-            # Out of sockets or descriptors: this peer waits for its next
-            # beacon; the node itself carries on.
-            log.warning("cannot open a socket for peer %s at %s: %s", peer_uuid, endpoint, exc)
-            return None
-        zsock.setsockopt(zmq.IDENTITY, self._identity)
-        zsock.setsockopt(zmq.SNDHWM, self._send_hwm)
-        zsock.setsockopt(zmq.LINGER, 0)
-        zsock.connect(endpoint)
+        sock: ZSocket | LocalLink
+        inbox = lookup(peer_uuid, endpoint, self._version) if self._local_links else None
+        if inbox is not None:
+            sock = LocalLink(inbox, self._identity, self._send_hwm)
+        else:
+            try:
+                zsock = context().socket(zmq.DEALER)
+            except zmq.ZMQError as exc:
+                # Out of sockets or descriptors: this peer waits for its next
+                # beacon; the node itself carries on.
+                log.warning("cannot open a socket for peer %s at %s: %s", peer_uuid, endpoint, exc)
+                return None
+            zsock.setsockopt(zmq.IDENTITY, self._identity)
+            zsock.setsockopt(zmq.SNDHWM, self._send_hwm)
+            zsock.setsockopt(zmq.LINGER, 0)
+            zsock.connect(endpoint)
+            sock = ZSocket(zsock)
         peer = _Peer(
-            peer_uuid,
-            endpoint,
-            ZSocket(zsock),
-            Presence(trio.current_time(), self._evasive, self._expired),
+            peer_uuid, endpoint, sock, Presence(trio.current_time(), self._evasive, self._expired)
         )
         self._peers[peer_uuid] = peer
         self._by_identity[b"\x01" + peer_uuid.bytes] = peer
@@ -542,7 +556,15 @@ class Node:
         # Some subscriber is full: wait for it.  While we wait we read
         # nothing, so peers are not silent, we are deaf: their clocks
         # restart when we listen again.
-        waited = await self._fanout.publish(event)
+        self._deaf += 1
+        if self._local is not None and self._local.deaf_since is None:
+            self._local.deaf_since = trio.current_time()  # local peers read this
+        try:
+            waited = await self._fanout.publish(event)
+        finally:
+            self._deaf -= 1
+            if self._deaf == 0 and self._local is not None:
+                self._local.deaf_since = None
         if waited:
             now = trio.current_time()
             for peer in self._peers.values():
@@ -568,7 +590,8 @@ class Node:
             return
         peer = self._peers.get(beacon.uuid)
         if beacon.leaving:
-            if peer is not None:
+            # A local peer says GOODBYE over its link, after its last messages.
+            if peer is not None and not isinstance(peer.sock, LocalLink):
                 self._leavers.append(peer)
                 self._leavers_lot.unpark_all()
         elif peer is None:
@@ -582,9 +605,7 @@ class Node:
                 await self._leavers_lot.park()
             await self._remove_peer(self._leavers.popleft(), "beacon")
 
-    async def _inbox_reader(self) -> None:
-        assert self._inbox is not None
-        inbox = self._inbox
+    async def _reader(self, inbox: ZSocket | LocalInbox) -> None:
         while True:
             batch = await inbox.receive_batch(_BATCH)
             self._batch_time = trio.current_time()  # one clock read per batch
@@ -694,6 +715,9 @@ class Node:
             deadline = now + self._evasive
             for peer in list(self._peers.values()):
                 self._flush_protocol(peer)
+                if isinstance(peer.sock, LocalLink) and not self._local_presence(peer, now):
+                    await self._remove_peer(peer, "goodbye")
+                    continue
                 while (action := peer.presence.poll(now)) is not None:
                     if action is PresenceAction.EXPIRED:
                         await self._remove_peer(peer, "expired")
@@ -713,6 +737,27 @@ class Node:
             with trio.move_on_at(deadline):
                 await self._presence_wakeup.wait()
 
+    @staticmethod
+    def _local_presence(peer: _Peer, now: float) -> bool:
+        """Read a local peer's liveness instead of pinging it; False if it is gone.
+
+        A local peer hears us unless its node is deaf (waiting for a full
+        subscriber); then its last sign of life is when it went deaf, and
+        it goes evasive, silent and expires as a TCP peer would.  Its link
+        is closed when its node stopped without saying GOODBYE to us (it
+        had already dropped us).
+        """
+        link = peer.sock
+        assert isinstance(link, LocalLink)
+        if link.closed:
+            return False
+        deaf_since = link.peer_deaf_since
+        if deaf_since is None:
+            peer.presence.heard(now)
+        elif deaf_since > peer.presence.last_heard:
+            peer.presence.heard(deaf_since)
+        return True
+
     def _ping(self, seq: int) -> list[bytes]:
         return wire.encode(wire.Ping(seq, version=self._version))
 
@@ -727,7 +772,11 @@ class Node:
         self._endpoint = f"tcp://{address}:{port}"
         self._inbox = ZSocket(inbox)
         self._beacons = hub.socket
-        nursery.start_soon(self._inbox_reader)
+        nursery.start_soon(self._reader, self._inbox)
+        if self._local_links:
+            self._local = LocalInbox(self._endpoint, self._version)
+            register(self._uuid, self._local)
+            nursery.start_soon(self._reader, self._local)
         nursery.start_soon(hub.listen, self._on_beacon)
         nursery.start_soon(self._remove_leavers)
         nursery.start_soon(self._presence_keeper)
@@ -741,6 +790,12 @@ class Node:
         if self._stopped:
             return
         self._stopped = True
+        if self._local is not None:
+            unregister(self._uuid)
+            self._local.close()
+            for peer in self._peers.values():
+                if isinstance(peer.sock, LocalLink):
+                    self._say_goodbye(peer, peer.sock)
         if self._beacons is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 try:
@@ -757,6 +812,21 @@ class Node:
         if self._tracer is not None:
             self._tracer.record("node-stop")
             self._tracer.close()
+
+    def _say_goodbye(self, peer: _Peer, link: LocalLink) -> None:
+        """Queue what is pending for a local peer, then GOODBYE, over any limit."""
+        # A sender still waiting for room gets PeerDisconnected when the link
+        # closes right after, before its message took a sequence number.
+        version = self._version
+
+        def goodbye(seq: int) -> list[bytes]:
+            return wire.encode(wire.Goodbye(seq, version=version))
+
+        for build in [*peer.pending, goodbye]:
+            seq = (peer.sent_seq + 1) & 0xFFFF
+            link.force(build(seq))
+            peer.sent_seq = seq
+        peer.pending.clear()
 
 
 def _bind_ephemeral(sock: zmq.Socket[Any], address: str) -> int:
@@ -835,6 +905,7 @@ async def open_node(
     protocol_version: int = 2,
     send_hwm: int = 1000,
     beacons_refresh: bool = False,
+    local_links: bool = True,
     trace_dir: str | os.PathLike[str] | None = None,
     trace_max_bytes: int = 64 * 1024 * 1024,
 ) -> AsyncIterator[Node]:
@@ -860,6 +931,12 @@ async def open_node(
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
             the link works.  On, an idle mesh sends no PINGs at all.
+        local_links: talk to peers in this same Trio run (other nodes
+            opened here) over in-memory links instead of TCP: the same ZRE
+            messages, sequence numbers and backpressure (``send_hwm``), but
+            no sockets, and no PINGs, since such a peer's liveness is read
+            directly (see ``docs/node.md``).  Both nodes must allow it.
+            Off: every peer gets a TCP link, as in zyre and pyre.
         trace_dir: record a trace (``docs/traces.md``) of this node and of
             the patterns running on it into this directory; off by default.
         trace_max_bytes: rotate a trace file past this size.
@@ -896,6 +973,7 @@ async def open_node(
         protocol_version=protocol_version,
         send_hwm=send_hwm,
         beacons_refresh=beacons_refresh,
+        local_links=local_links,
     )
     if not name:
         node._name = node.uuid.hex[:6].upper()

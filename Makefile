@@ -22,8 +22,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check trizre tests examples benchmarks
 	$(BIN)/mypy --strict trizre
 
+# The suite as users get it (nodes of one process linked in memory), then
+# the node and pattern tests again with every link over TCP, as between
+# processes: both paths stay covered.
+TCP_TESTS := tests/test_node.py tests/test_trace.py tests/test_lazy_pirate.py \
+	tests/test_services.py tests/test_bstar.py
+
 pytest: $(STAMP) java
 	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
 
 # PySpark 4 needs Java 17+. Install it when it is missing and we can (root
 # with apt); otherwise say so: the audit's tests then skip, loudly.

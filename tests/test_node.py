@@ -14,6 +14,7 @@ import trio.testing
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_for_peers
 from trizre import _discovery, wire
+from trizre._node import _next_multiple
 from trizre._presence import Liveness
 
 
@@ -355,10 +356,9 @@ async def test_version_3_nodes_meet_and_ignore_version_2() -> None:
             trizre.open_node("v3b", beacon_port=port, protocol_version=3, **FAST) as b,
             trizre.open_node("v2", beacon_port=port, protocol_version=2, **FAST) as old,
         ):
-            a_events, old_events = a.events(), old.events(overflow="raise")
-            b_events = b.events()
-            enter = await next_event(a_events, trizre.Enter)
-            assert enter.peer == b.uuid
+            old_events, b_events = old.events(overflow="raise"), b.events()
+            # b may have entered before any subscription: ask, don't wait for Enter.
+            assert await a.wait_for_peer("v3b") == b.uuid
             await a.whisper(b.uuid, b"v3 hello")
             assert (await next_event(b_events, trizre.Whisper)).frames == (b"v3 hello",)
             # Ten beacon intervals later the v2 node still knows nobody.
@@ -493,7 +493,9 @@ async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -
                 local_links=False,  # PINGs are a TCP link's; local peers need none
                 **timers,
             ) as a,
-            trizre.open_node("b", beacon_port=port, interface="lo", local_links=False, **timers) as b,
+            trizre.open_node(
+                "b", beacon_port=port, interface="lo", local_links=False, **timers
+            ) as b,
         ):
             events = a.events()
             await a.wait_for_peer(b.uuid)
@@ -584,3 +586,13 @@ async def test_nodes_in_one_run_share_one_beacon_socket_and_hand_it_over() -> No
             nursery.cancel_scope.cancel()
         assert _discovery._HUBS.get() == {}  # the last user closed the socket
         assert hub.socket is not None and hub.socket._closed
+
+
+@pytest.mark.parametrize("interval", [0.05, 0.1, 1.0, 0.3, 7.0])
+def test_beacon_deadlines_always_move_forward(interval: float) -> None:
+    """Float rounding must never give a deadline at or before now (a spin)."""
+    now = 0.0
+    for _ in range(2_000):
+        deadline = _next_multiple(now, interval)
+        assert now < deadline <= now + interval + 1e-9
+        now = deadline  # a clock that jumps exactly to each deadline

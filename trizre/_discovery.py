@@ -122,6 +122,11 @@ class BeaconSocket:
                 closed while this call was waiting.
             OSError: an unexpected socket error.
         """
+        beacon, sender, _data = await self._receive()
+        return beacon, sender
+
+    async def _receive(self) -> tuple[Beacon, str, bytes]:
+        """:meth:`receive`, also returning the datagram."""
         while True:
             if self._closed:
                 raise trio.ClosedResourceError("beacon socket is closed")
@@ -140,7 +145,7 @@ class BeaconSocket:
             except DecodeError as exc:
                 logger.debug("dropped an invalid beacon from %s: %s", sender, exc)
                 continue
-            return beacon, sender
+            return beacon, sender, data
 
     def _close(self) -> None:
         self._closed = True
@@ -191,7 +196,11 @@ async def _bind(interface: Interface, port: int) -> BeaconSocket:
 
 # ------------------------------------------------------------------ the hub
 
-Deliver = Callable[[Beacon, str], None]
+# (beacon, sender address, key): the key is the same bytes object for every
+# beacon with the same content and sender, so a node can remember "nothing
+# to do for this one" with one dict lookup whose hash is already computed.
+Deliver = Callable[[Beacon, str, bytes], None]
+_MAX_KEYS: Final = 4096
 
 _HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = trio.lowlevel.RunVar(
     "trizre_beacon_hubs"
@@ -219,12 +228,15 @@ class BeaconHub:
         self._listeners: dict[object, Deliver] = {}
         self._host: object | None = None
         self._host_gone = trio.Event()
+        self._keys: dict[bytes, bytes] = {}
 
     async def listen(self, deliver: Deliver) -> None:
         """Deliver every valid beacon to ``deliver`` until cancelled.
 
         ``deliver`` must not block; an exception from it is logged and the
-        other listeners still get the beacon.
+        other listeners still get the beacon.  n nodes in one process get
+        n calls a beacon, n² a beacon interval: the key (see ``Deliver``)
+        lets each call of the steady state cost one dict lookup.
         """
         token = object()
         self._listeners[token] = deliver
@@ -245,11 +257,16 @@ class BeaconHub:
 
     async def _pump(self) -> None:
         assert self.socket is not None
+        keys = self._keys
         while True:
-            beacon, sender = await self.socket.receive()
+            beacon, sender, data = await self.socket._receive()
+            key = data + sender.encode()
+            if len(keys) >= _MAX_KEYS and key not in keys:
+                keys.clear()  # churn of departed senders: start over
+            key = keys.setdefault(key, key)
             for deliver in list(self._listeners.values()):
                 try:
-                    deliver(beacon, sender)
+                    deliver(beacon, sender, key)
                 except Exception:
                     logger.exception("a node failed to handle a beacon from %s", sender)
 

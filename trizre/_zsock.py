@@ -38,6 +38,7 @@ _EVENTS: Final = zmq.EVENTS
 _RCVMORE: Final = int(zmq.RCVMORE)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
+_backend_send: Final = zmq.backend.Socket.send
 
 _context: zmq.Context[Any] | None = None
 
@@ -137,22 +138,37 @@ class ZSocket:
         # pyzmq's recv_multipart, minus its per-call option conversions:
         # this loop runs for every message an inbox receives.
         recv, get = _backend_recv, _backend_get
+        waited = False
         while True:
             self._check_open()
             batch: list[list[bytes]] = []
-            try:
-                while len(batch) < max_messages:
-                    frames = [recv(zsock, _NOBLOCK)]
-                    while get(zsock, _RCVMORE):
-                        frames.append(recv(zsock, _NOBLOCK))
-                    batch.append(frames)
-            except zmq.Again:
-                pass
+            # Ask EVENTS rather than let recv raise Again (pyzmq builds that
+            # exception in Python): before the first message, and after it,
+            # which is where a round trip's one-message batch ends.  In a
+            # flood the batch runs on until Again or max_messages.
+            if cast(int, get(zsock, _EVENTS)) & _POLLIN:
+                try:
+                    while True:
+                        frames = [recv(zsock, _NOBLOCK)]
+                        while get(zsock, _RCVMORE):
+                            frames.append(recv(zsock, _NOBLOCK))
+                        batch.append(frames)
+                        if len(batch) >= max_messages:
+                            break
+                        if len(batch) == 1 and not cast(int, get(zsock, _EVENTS)) & _POLLIN:
+                            break
+                except zmq.Again:
+                    pass
             self._after_op()
             if batch:
-                await trio.lowlevel.cancel_shielded_checkpoint()
+                # Waiting was this call's schedule point; a second one would
+                # cost a trip through the run queue on every wake-up, which
+                # is what a round trip is made of.
+                if not waited:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 return batch
             await self._wait(_POLLIN)
+            waited = True
 
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""
@@ -231,23 +247,23 @@ class ZSocket:
     def _send(self, frames: Sequence[bytes]) -> bool:
         if not frames:
             raise ValueError("a zmq message needs at least one frame")
-        zsend = self._zsock.send
+        zsock, zsend = self._zsock, _backend_send  # skip pyzmq's Python wrapper
         last = len(frames) - 1
         # Only the first frame can meet the high water mark: libzmq counts
         # whole messages, so once it is accepted the rest always follow.
         try:
-            zsend(frames[0], _SNDMORE_NOBLOCK if last else _NOBLOCK)
+            zsend(zsock, frames[0], _SNDMORE_NOBLOCK if last else _NOBLOCK)
         except zmq.Again:
             return False
         for i in range(1, last + 1):
-            zsend(frames[i], _SNDMORE_NOBLOCK if i < last else _NOBLOCK)
+            zsend(zsock, frames[i], _SNDMORE_NOBLOCK if i < last else _NOBLOCK)
         return True
 
     # ---------------------------------------------------- waiting and waking
 
     async def _wait(self, event: int) -> None:
         """Return once ``event`` may hold; the caller retries its operation."""
-        if cast(int, self._zsock.getsockopt(_EVENTS)) & event:
+        if cast(int, _backend_get(self._zsock, _EVENTS)) & event:
             # Rule 1: it already holds, the descriptor would not tell us.
             await trio.lowlevel.checkpoint()
             return
@@ -275,7 +291,7 @@ class ZSocket:
         want = self._want
         if not (want[_POLLIN] or want[_POLLOUT]) or self._closed:
             return
-        events = cast(int, self._zsock.getsockopt(_EVENTS))
+        events = cast(int, _backend_get(self._zsock, _EVENTS))
         if (events & _POLLIN and want[_POLLIN]) or (events & _POLLOUT and want[_POLLOUT]):
             self._wake_waiters()
 

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 import zmq
 
+from trizre import _zsock
 from trizre._zsock import ZSocket, context
 
 
@@ -277,3 +278,86 @@ async def test_send_some_sends_a_prefix_and_waits_for_room() -> None:
             await a.send_some([])
         with pytest.raises(ValueError, match="at least one message"):
             await a.send_some([[b"ok"], []])
+
+
+# ---------------------------------------------------------------- corking
+
+
+@asynccontextmanager
+async def corked_pair(
+    monkeypatch: pytest.MonkeyPatch, hwm: int = 1000
+) -> AsyncIterator[tuple[ZSocket, ZSocket]]:
+    """``a`` corks every send after the first (a gap of 10 s), ``b`` reads."""
+    monkeypatch.setattr(_zsock, "_CORK_GAP", 10.0)
+    a = ZSocket(_socket(zmq.DEALER, hwm), cork=True)
+    b = ZSocket(_socket(zmq.DEALER, hwm))
+    try:
+        b.zmq_socket.bind(f"inproc://cork-{random.random()}")
+        a.zmq_socket.connect(b.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+async def test_corked_sends_go_out_in_order_when_the_sender_yields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with trio.fail_after(5):
+        async with corked_pair(monkeypatch) as (a, b):
+            for i in range(10):
+                assert a.send_nowait([b"%d" % i])
+            # The first went to libzmq at once; the others wait for a yield.
+            assert b.receive_nowait() == [b"0"]
+            assert b.receive_nowait() is None
+            await trio.testing.wait_all_tasks_blocked()
+            got = [b.receive_nowait() for _ in range(9)]
+            assert got == [[b"%d" % i] for i in range(1, 10)]
+
+
+async def test_a_waiting_send_goes_after_the_corked_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with trio.fail_after(5):
+        async with corked_pair(monkeypatch) as (a, b):
+            for i in range(5):
+                assert a.send_nowait([b"%d" % i])
+            await a.send([b"last"])  # hands the held ones over first
+            got = [(await b.receive())[0] for _ in range(6)]
+            assert got == [b"0", b"1", b"2", b"3", b"4", b"last"]
+
+
+async def test_cork_beyond_the_hwm_is_bounded_and_drained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """libzmq full: at most _CORK_MAX more are held, then refused; all arrive."""
+    with trio.fail_after(10):
+        async with corked_pair(monkeypatch, hwm=5) as (a, b):
+            accepted = 0
+            while a.send_nowait([accepted.to_bytes(4, "big")]):
+                accepted += 1
+            assert accepted <= 5 + 5 + _zsock._CORK_MAX  # both HWMs, then the cork
+            await trio.testing.wait_all_tasks_blocked()  # the flusher finds libzmq full
+            assert a._draining
+            got = []
+            while len(got) < accepted:
+                got.append(int.from_bytes((await b.receive())[0], "big"))
+            assert got == list(range(accepted))
+            await trio.testing.wait_all_tasks_blocked()
+            assert not a._draining and not a._cork
+
+
+async def test_close_drops_the_cork_and_ends_the_drain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with trio.fail_after(5):
+        async with corked_pair(monkeypatch, hwm=1) as (a, _b):
+            while a.send_nowait([b"x"]):
+                pass
+            await trio.testing.wait_all_tasks_blocked()
+            assert a._draining
+            a.close()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not a._draining
+            with pytest.raises(trio.ClosedResourceError):
+                a.send_nowait([b"y"])

@@ -548,7 +548,7 @@ class Node:
             zsock.setsockopt(zmq.SNDHWM, self._send_hwm)
             zsock.setsockopt(zmq.LINGER, 0)
             zsock.connect(endpoint)
-            sock = ZSocket(zsock)
+            sock = ZSocket(zsock, cork=True)  # floods: one libzmq hand-over a batch
         peer = _Peer(
             peer_uuid, endpoint, sock, Presence(trio.current_time(), self._evasive, self._expired)
         )

@@ -17,11 +17,24 @@ follow, and this module exists to keep them in one place:
 Cancellation never loses or duplicates a message: a message is taken off
 the socket only by a call that then returns it, and a send either happens
 (and the call returns normally) or does not (and the call raises).
+
+Corking: libzmq wakes its I/O thread with a syscall whenever a message lands
+in an empty pipe, and a Python sender is slow enough that the pipe is empty
+before every message.  So on a socket made with ``cork=True`` (the node's
+DEALERs), :meth:`ZSocket.send_nowait` called again within
+``_CORK_GAP`` of the previous send holds the message (at most ``_CORK_MAX``)
+and a per-run flusher task hands the batch to libzmq as soon as the sender
+yields: one wake-up per batch instead of per message.  Isolated sends (a
+round trip) never wait for the flusher.  Corked messages count as sent: they
+go out in order before any later message, or are dropped by ``close`` as
+libzmq's own queue is (LINGER 0).
 """
 
 from __future__ import annotations
 
 import resource
+import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, cast, final
 
@@ -39,6 +52,9 @@ _RCVMORE: Final = int(zmq.RCVMORE)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
 _backend_send: Final = zmq.backend.Socket.send
+_CORK_GAP: Final = 20e-6  # seconds: a send this soon after the previous one is held
+_CORK_MAX: Final = 64  # held messages per socket; beyond that the sender flushes
+_clock: Final = time.perf_counter
 
 _context: zmq.Context[Any] | None = None
 
@@ -75,11 +91,28 @@ class ZSocket:
     Errors: every method raises :class:`trio.ClosedResourceError` once the
     socket is closed (also a task that was waiting when it was closed);
     other ``zmq.ZMQError`` from libzmq propagate unchanged.
+
+    ``cork=True`` lets :meth:`send_nowait` hold back-to-back messages for
+    one hand-over to libzmq when the sender yields (see the module
+    docstring); then up to ``_CORK_MAX`` messages beyond the high water
+    mark count as sent, and frames are copied into a tuple when held.
     """
 
-    __slots__ = ("__weakref__", "_closed", "_fd", "_fd_scope", "_lot", "_want", "_zsock")
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_cork",
+        "_cork_gap",
+        "_draining",
+        "_fd",
+        "_fd_scope",
+        "_last_send",
+        "_lot",
+        "_want",
+        "_zsock",
+    )
 
-    def __init__(self, zsock: zmq.Socket[Any]) -> None:
+    def __init__(self, zsock: zmq.Socket[Any], *, cork: bool = False) -> None:
         zsock.setsockopt(zmq.LINGER, 0)
         self._zsock = zsock
         self._fd = cast(int, zsock.getsockopt(zmq.FD))
@@ -89,6 +122,10 @@ class ZSocket:
         self._want: dict[int, int] = {_POLLIN: 0, _POLLOUT: 0}
         self._fd_scope: trio.CancelScope | None = None
         self._lot = trio.lowlevel.ParkingLot()
+        self._cork: deque[Sequence[bytes]] | None = None  # held by send_nowait
+        self._draining = False  # a task waits for room to hand the cork over
+        self._last_send = 0.0
+        self._cork_gap = _CORK_GAP if cork else -1.0  # see "Corking" above
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -191,9 +228,61 @@ class ZSocket:
         ``frames`` raises ``ValueError``.
         """
         self._check_open()
+        cork = self._cork
+        if cork:
+            if self._draining:
+                return False  # libzmq is full and the held ones go first
+            if len(cork) >= _CORK_MAX:
+                self._flush_cork()
+                if cork:
+                    return False
+            if not frames:
+                raise ValueError("a zmq message needs at least one frame")
+            cork.append(tuple(frames))
+            return True
+        now = _clock()
+        if now - self._last_send < self._cork_gap:
+            if not frames:
+                raise ValueError("a zmq message needs at least one frame")
+            if cork is None:
+                cork = self._cork = deque()
+            cork.append(tuple(frames))
+            _flusher().schedule(self)
+            return True
+        self._last_send = now
         sent = self._send(frames)
         self._after_op()
         return sent
+
+    def _flush_cork(self) -> None:
+        """Hand held messages to libzmq, in order, while it takes them."""
+        cork = self._cork
+        if not cork or self._closed:
+            return
+        send = self._send
+        while cork and send(cork[0]):
+            cork.popleft()
+        self._after_op()
+        self._last_send = _clock()
+
+    async def _drain(self) -> None:
+        """Wait for room until every held message went out (a flusher's helper)."""
+        try:
+            while self._cork and not self._closed:
+                await self._wait(_POLLOUT)
+                self._flush_cork()
+        except trio.ClosedResourceError:
+            pass  # closed: held messages are dropped as libzmq's are
+        finally:
+            self._draining = False
+
+    async def _room_after_cork(self) -> None:
+        """Hand over held messages first, waiting for room as needed."""
+        while self._cork:
+            self._check_open()
+            self._flush_cork()
+            if self._cork:
+                await self._wait(_POLLOUT)
 
     async def send(self, frames: Sequence[bytes]) -> None:
         """Queue one multipart message, waiting while the socket is full.
@@ -206,6 +295,7 @@ class ZSocket:
         if not frames:
             raise ValueError("a zmq message needs at least one frame")
         await trio.lowlevel.checkpoint_if_cancelled()
+        await self._room_after_cork()
         while True:
             self._check_open()
             sent = self._send(frames)
@@ -231,6 +321,7 @@ class ZSocket:
         if not messages or not all(messages):
             raise ValueError("send_some needs at least one message, each of at least one frame")
         await trio.lowlevel.checkpoint_if_cancelled()
+        await self._room_after_cork()
         while True:
             self._check_open()
             count = 0
@@ -316,6 +407,7 @@ class ZSocket:
         if self._closed:
             return
         self._closed = True
+        self._cork = None
         # Wake the descriptor's owner before libzmq closes the descriptor.
         trio.lowlevel.notify_closing(self._fd)
         self._lot.unpark_all()
@@ -331,3 +423,49 @@ class ZSocket:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+# ------------------------------------------------------------- the flusher
+
+_FLUSHER: Final[trio.lowlevel.RunVar[_Flusher]] = trio.lowlevel.RunVar("trizre_zsock_flusher")
+
+
+@final
+class _Flusher:
+    """One system task per Trio run that hands corked messages to libzmq.
+
+    It is woken when a socket starts holding messages and runs as soon as
+    the sending task yields.  A socket that libzmq will not take all of
+    gets a draining task that waits for room, so one full peer never holds
+    up the others.
+    """
+
+    def __init__(self) -> None:
+        self._dirty: list[ZSocket] = []
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def schedule(self, sock: ZSocket) -> None:
+        self._dirty.append(sock)
+        if self._lot:
+            self._lot.unpark()
+
+    async def run(self) -> None:
+        while True:
+            while not self._dirty:
+                await self._lot.park()
+            dirty, self._dirty = self._dirty, []
+            for sock in dirty:
+                sock._flush_cork()
+                if sock._cork and not sock._draining and not sock._closed:
+                    sock._draining = True
+                    trio.lowlevel.spawn_system_task(sock._drain)
+
+
+def _flusher() -> _Flusher:
+    try:
+        return _FLUSHER.get()
+    except LookupError:
+        flusher = _Flusher()
+        _FLUSHER.set(flusher)
+        trio.lowlevel.spawn_system_task(flusher.run)
+        return flusher

@@ -186,9 +186,13 @@ class ZSocket:
             if cast(int, get(zsock, _EVENTS)) & _POLLIN:
                 try:
                     while True:
-                        frames = [recv(zsock, _NOBLOCK)]
-                        while get(zsock, _RCVMORE):
-                            frames.append(recv(zsock, _NOBLOCK))
+                        # A zmq.Frame's ``more`` is read in C; getsockopt
+                        # (RCVMORE) builds a Python enum on every call.
+                        frame = recv(zsock, _NOBLOCK, False)
+                        frames = [frame.bytes]
+                        while frame.more:
+                            frame = recv(zsock, _NOBLOCK, False)
+                            frames.append(frame.bytes)
                         batch.append(frames)
                         if len(batch) >= max_messages:
                             break

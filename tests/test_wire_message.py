@@ -32,6 +32,8 @@ from trizre.wire import (
     WireError,
     decode,
     encode,
+    encode_whisper,
+    whisper_sequence,
 )
 
 DETERMINISTIC = settings(
@@ -609,3 +611,43 @@ def test_content_round_trip(msg: Whisper | Shout) -> None:
     got = decode(encode(msg), version=msg.version)
     assert isinstance(got, Whisper | Shout)
     assert got.content == msg.content
+
+
+# ------------------------------------------------- the WHISPER fast paths
+
+
+@DETERMINISTIC
+@given(msg=whispers)
+def test_encode_whisper_matches_encode(msg: Whisper) -> None:
+    assert encode_whisper(msg.sequence, msg.content, msg.version) == encode(msg)
+
+
+def test_encode_whisper_refuses_what_encode_refuses() -> None:
+    with pytest.raises(EncodeError, match="sequence"):
+        encode_whisper(65536, (), 2)
+    with pytest.raises(EncodeError, match="sequence"):
+        encode_whisper(-1, (), 2)
+    with pytest.raises(EncodeError, match="version"):
+        encode_whisper(1, (), 4)
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES.values(), ids=ALL_STRATEGIES.keys())
+@DETERMINISTIC
+@given(data=st.data())
+def test_whisper_sequence_agrees_with_decode(
+    strategy: st.SearchStrategy[Message], data: st.DataObject
+) -> None:
+    """It names exactly the WHISPERs of the version asked, and their sequence."""
+    msg = data.draw(strategy)
+    head = encode(msg)[0]
+    for version in MESSAGE_VERSIONS:
+        expected = msg.sequence if isinstance(msg, Whisper) and msg.version == version else None
+        assert whisper_sequence(head, version) == expected
+
+
+@DETERMINISTIC
+@given(head=st.binary(max_size=12))
+def test_whisper_sequence_never_raises_and_never_claims_garbage(head: bytes) -> None:
+    seq = whisper_sequence(head, 2)
+    if seq is not None:
+        assert decode([head], version=2) == Whisper(seq, ())

@@ -342,9 +342,7 @@ class Node:
         target = self._present(peer)
         content = _frames(frames)
         version = self._version
-        seq = await self._send(
-            target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
-        )
+        seq = await self._send(target, lambda seq: wire.encode_whisper(seq, content, version))
         if self._tracer is not None:
             self._tracer.message("whisper-sent", target.hex, seq)
 
@@ -360,9 +358,7 @@ class Node:
         target = self._present(peer)
         content = _frames(frames)
         version = self._version
-        seq = self._send_nowait(
-            target, lambda seq: wire.encode(wire.Whisper(seq, content, version=version))
-        )
+        seq = self._send_nowait(target, lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
             return False
         if self._tracer is not None:
@@ -672,35 +668,25 @@ class Node:
             return
         identity = frames[0]
         peer = self._by_identity.get(identity)
-        try:
-            message = wire.decode(frames[1:], self._version)
-        except wire.UnknownCommand as exc:
-            # A command from a newer protocol: skip it, keep its sequence.
-            if peer is not None and peer.ready:
-                await self._check_sequence(peer, exc.sequence)
-            return
-        except wire.VersionMismatch:
-            return  # peers on other protocol versions ignore each other
-        except wire.DecodeError as exc:
-            if peer is not None and peer.ready and frames[1][:2] == wire.SIGNATURE:
-                await self._remove_peer(peer, "malformed", str(exc))
-            return
-        if isinstance(message, wire.Hello):
-            await self._on_hello(identity, peer, message)
-            return
+        message: wire.Message | None = None  # stays None for a WHISPER (the hot path)
+        seq = wire.whisper_sequence(frames[1], self._version)
+        if seq is None:
+            message = await self._decode(identity, peer, frames)
+            if message is None:
+                return
+            seq = message.sequence
         if peer is None or not peer.ready:
             return  # commands before HELLO are ignored
-        seq = message.sequence
         if seq == (peer.in_seq + 1) & 0xFFFF:  # inline: this runs for every message
             peer.in_seq = seq
             peer.presence.heard(self._batch_time)
         elif not await self._check_sequence(peer, seq):
             return
         tracer = self._tracer
-        if isinstance(message, wire.Whisper):
+        if message is None:
             if tracer is not None:
-                tracer.message("whisper-received", peer.hex, message.sequence)
-            await self._publish(Whisper(peer.uuid, peer.name, message.content))
+                tracer.message("whisper-received", peer.hex, seq)
+            await self._publish(Whisper(peer.uuid, peer.name, tuple(frames[2:])))
         elif isinstance(message, wire.Shout):
             if tracer is not None:
                 tracer.message("shout-received", peer.hex, message.sequence, message.group)
@@ -725,6 +711,32 @@ class Node:
         elif isinstance(message, wire.Goodbye):
             await self._remove_peer(peer, "goodbye")
         # PING-OK, ELECT and LEADER only refresh liveness (done above).
+
+    async def _decode(
+        self, identity: bytes, peer: _Peer | None, frames: list[bytes]
+    ) -> wire.Message | None:
+        """Decode what ``whisper_sequence`` did not take; ``None`` when handled here.
+
+        A HELLO is handled here; so are what cannot be decoded and commands
+        of a newer protocol, whose sequence number still counts.
+        """
+        try:
+            message = wire.decode(frames[1:], self._version)
+        except wire.UnknownCommand as exc:
+            # A command from a newer protocol: skip it, keep its sequence.
+            if peer is not None and peer.ready:
+                await self._check_sequence(peer, exc.sequence)
+            return None
+        except wire.VersionMismatch:
+            return None  # peers on other protocol versions ignore each other
+        except wire.DecodeError as exc:
+            if peer is not None and peer.ready and frames[1][:2] == wire.SIGNATURE:
+                await self._remove_peer(peer, "malformed", str(exc))
+            return None
+        if isinstance(message, wire.Hello):
+            await self._on_hello(identity, peer, message)
+            return None
+        return message
 
     async def _check_sequence(self, peer: _Peer, seq: int) -> bool:
         """Accept the next sequence number and refresh liveness, or drop the peer."""

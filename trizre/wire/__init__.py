@@ -34,6 +34,8 @@ from ._message import (
     Whisper,
     decode,
     encode,
+    encode_whisper,
+    whisper_sequence,
 )
 from ._sequence import (
     HELLO_SEQUENCE,
@@ -70,6 +72,8 @@ __all__ = [
     "Whisper",
     "decode",
     "encode",
+    "encode_whisper",
+    "whisper_sequence",
     # errors
     "DecodeError",
     "EncodeError",

@@ -469,6 +469,38 @@ def encode(message: Message) -> list[bytes]:
         raise TypeError(f"cannot encode {type(message).__name__}: {exc}") from exc
 
 
+def encode_whisper(sequence: int, content: Sequence[bytes], version: int) -> list[bytes]:
+    """``encode(Whisper(sequence, content, version=version))`` without the object.
+
+    The hot path of a sender that already checked its content frames (the
+    node does): about half the cost.  Raises :class:`EncodeError` as
+    :func:`encode` does for a sequence outside 0..65535 or a version that
+    is not 2 or 3.
+    """
+    if version not in MESSAGE_VERSIONS:
+        _check_version(version)
+    try:
+        return [_HEADER.pack(_SIG, 2, version, sequence), *content]
+    except struct.error:
+        raise EncodeError(f"sequence must be an int in 0..65535, got {sequence!r}") from None
+
+
+def whisper_sequence(head: bytes, version: int) -> int | None:
+    """The sequence number if frame 0 ``head`` is a WHISPER of ``version``, else ``None``.
+
+    The hot path of a receiver: a WHISPER's frame 0 is its header alone, so
+    this decides it without building a message; for ``None`` call
+    :func:`decode`, which also explains what is wrong.  Never raises for
+    bytes input.
+    """
+    if len(head) != _HEADER_SIZE:
+        return None
+    sig, command, seen, sequence = _HEADER.unpack(head)
+    if sig != _SIG or command != 2 or seen != version:
+        return None
+    return sequence  # type: ignore[no-any-return]
+
+
 # --------------------------------------------------------------------------
 # decoding
 

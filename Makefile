@@ -50,7 +50,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_codec.py
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
-	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json
+	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \
+		--update-docs docs/benchmarks.md
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
 

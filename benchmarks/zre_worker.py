@@ -21,6 +21,8 @@ Commands::
         every node has all of them, or after S seconds without progress
     {"cmd": "pingpong", "n": N, "size": B}   -> {"event": "pingpong", ...}
     {"cmd": "flood", "n": N, "size": B}      -> {"event": "sent", "first": t, "last": t}
+                                              (raw: "whisper_frames": true sends
+                                              a WHISPER's two frames)
     {"cmd": "shout", "group": G, "n": N, "size": B}   -> {"event": "sent", ...}
     {"cmd": "status"}                        -> {"event": "status", "peers": [...]}
     {"cmd": "stop"}                          (stdin EOF means the same)
@@ -603,8 +605,16 @@ def run_raw(args: argparse.Namespace) -> None:
             n, pad = int(cmd["n"]), padding(int(cmd["size"]))
             send = sock.send
             cpu0, first = time.process_time(), monotonic()
-            for seq in range(n):
-                send(payload(seq, pad))
+            if cmd.get("whisper_frames"):
+                # The frames a ZRE WHISPER puts on the wire: a 6-octet header
+                # (signature, id 2, version 2, sequence), then the content.
+                more = zmq.SNDMORE
+                for seq in range(n):
+                    send(b"\xaa\xa1\x02\x02" + (seq & 0xFFFF).to_bytes(2, "big"), more)
+                    send(payload(seq, pad))
+            else:
+                for seq in range(n):
+                    send(payload(seq, pad))
             emit("sent", first=first, last=monotonic(), cpu0=cpu0)
         elif what == "status":
             emit("status", peers=[1])

@@ -66,7 +66,11 @@ def _run_bench(args: list[str]) -> tuple[int, str]:
 @pytest.mark.parametrize("scenarios", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None:
     result = tmp_path / "zre.json"
-    args = ["--quick", "--json", str(result)]
+    docs = tmp_path / "benchmarks.md"
+    begin = "<!-- bench_zre: latest run, written by --update-docs -->"
+    end = "<!-- bench_zre: end of latest run -->"
+    docs.write_text(f"# kept above\n\n{begin}\nstale figures\n{end}\n\n## kept below\n")
+    args = ["--quick", "--json", str(result), "--update-docs", str(docs)]
     for scenario in scenarios:
         args += ["--scenario", scenario]
     code, out = _run_bench(args)
@@ -81,3 +85,10 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
         assert any(row["values"].get(impl) or row["notes"].get(impl) for row in rows), out
     assert "| scenario | measure | trizre | pyre |" in out
     assert "Targets" in out
+    # make bench's record: the latest run replaces the last one, nothing else moves.
+    text = docs.read_text()
+    assert text.startswith("# kept above\n") and text.endswith("## kept below\n")
+    assert "stale figures" not in text
+    inside = text.split(begin, 1)[1].split(end, 1)[0]
+    assert "| scenario | measure | trizre | pyre |" in inside
+    assert "cores, load" in inside and "bench_zre.py --quick" in inside

@@ -800,7 +800,7 @@ def check_targets(
             "{:.1f} MB",
         )
         check(
-            f"{big} nodes ≤ 2 % idle CPU (default: PINGs)",
+            f"{big} nodes ≤ 2 % idle CPU (default settings)",
             cpu.median("trizre") if cpu else None,
             lambda v: v <= 2,
             "{:.2f} %",

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import trio
 import zmq
 
 import trizre
@@ -38,6 +39,34 @@ async def next_event(
         if isinstance(event, kind) and where(event):
             return event
     raise AssertionError(f"the stream ended before a {kind.__name__} arrived")
+
+
+@asynccontextmanager
+async def open_nodes(
+    n: int, port: int
+) -> AsyncIterator[list[tuple[trizre.Node, trizre.EventStream]]]:
+    """n nodes opened side by side (FAST, on ``port``), each with a subscription from its start.
+
+    Yields once all are open, not once they met; they stop when the block ends.
+    """
+    opened: list[tuple[trizre.Node, trizre.EventStream]] = []
+    all_open, done = trio.Event(), trio.Event()
+
+    async def run(i: int) -> None:
+        async with trizre.open_node(f"n{i}", beacon_port=port, **FAST) as node:
+            opened.append((node, node.events()))
+            if len(opened) == n:
+                all_open.set()
+            await done.wait()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(n):
+            nursery.start_soon(run, i)
+        await all_open.wait()
+        try:
+            yield opened
+        finally:
+            done.set()
 
 
 async def wait_for_peers(node: trizre.Node, events: trizre.EventStream, count: int) -> None:

@@ -17,7 +17,7 @@ import trio.testing
 
 import trizre
 import trizre._node
-from tests.nodes import FAST, free_udp_port, next_event
+from tests.nodes import FAST, free_udp_port, next_event, open_nodes, wait_for_peers
 from trizre._local import LocalInbox, LocalLink, lookup, register, unregister
 from trizre._zsock import ZSocket
 
@@ -154,28 +154,11 @@ async def test_local_mesh_opens_no_socket_per_peer() -> None:
     port = free_udp_port()
     n = 8
     with trio.fail_after(20), _count_dealers() as built:
-        async with trio.open_nursery() as nursery:
-            nodes: list[trizre.Node] = []
-            done = trio.Event()
-            all_open = trio.Event()
-
-            async def run(i: int) -> None:
-                async with trizre.open_node(f"n{i}", beacon_port=port, **FAST) as node:
-                    nodes.append(node)
-                    if len(nodes) == n:
-                        all_open.set()
-                    await done.wait()
-
-            for i in range(n):
-                nursery.start_soon(run, i)
-            await all_open.wait()
-            for node in nodes:
-                for other in nodes:
-                    if other is not node:
-                        await node.wait_for_peer(other.uuid)
+        async with open_nodes(n, port) as opened:
+            for node, stream in opened:
+                await wait_for_peers(node, stream, n - 1)
             # One ROUTER per node and no DEALER: n sockets, not n + n(n - 1).
             assert built[0] == n
-            done.set()
 
 
 async def test_mixed_nodes_fall_back_to_tcp() -> None:

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 import trizre
-from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_for_peers
+from tests.nodes import FAST, free_udp_port, next_event, open_nodes, raw_peer, wait_for_peers
 from trizre import _discovery, wire
 from trizre._node import _next_multiple
 from trizre._presence import Liveness
@@ -373,35 +373,18 @@ async def test_fifty_nodes_in_one_process_reach_a_full_mesh() -> None:
     port = free_udp_port()
     n = 50
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            nodes: list[trizre.Node] = []
-            streams: list[trizre.EventStream] = []
-            ready = trio.Event()
-            done = trio.Event()
-
-            async def run_node(i: int) -> None:
-                async with trizre.open_node(f"n{i}", beacon_port=port, **FAST) as node:
-                    nodes.append(node)
-                    streams.append(node.events())
-                    if len(nodes) == n:
-                        ready.set()
-                    await done.wait()
-
-            for i in range(n):
-                nursery.start_soon(run_node, i)
-            await ready.wait()
-            for node, stream in zip(nodes, streams, strict=True):
+        async with open_nodes(n, port) as opened:
+            for node, stream in opened:
                 await wait_for_peers(node, stream, n - 1)
             # Everyone whispers to everyone.
-            for sender in nodes:
+            for sender, _ in opened:
                 for peer in sender.peers():
                     await sender.whisper(peer, sender.name.encode())
-            for node, stream in zip(nodes, streams, strict=True):
+            for node, stream in opened:
                 names = set()
                 while len(names) < n - 1:
                     names.add((await next_event(stream, trizre.Whisper)).frames[0])
                 assert node.name.encode() not in names
-            done.set()
     gc.collect()
 
 

@@ -32,6 +32,7 @@ libzmq's own queue is (LINGER 0).
 
 from __future__ import annotations
 
+import logging
 import resource
 import time
 from collections import deque
@@ -42,6 +43,8 @@ import trio
 import zmq
 
 __all__ = ["ZSocket", "context"]
+
+logger = logging.getLogger("trizre.zsock")
 
 _POLLIN: Final = zmq.POLLIN
 _POLLOUT: Final = zmq.POLLOUT
@@ -277,6 +280,9 @@ class ZSocket:
                 self._flush_cork()
         except trio.ClosedResourceError:
             pass  # closed: held messages are dropped as libzmq's are
+        except Exception:
+            logger.exception("held messages could not be sent; dropped")  # see _Flusher.run
+            self._cork = None
         finally:
             self._draining = False
 
@@ -459,7 +465,13 @@ class _Flusher:
                 await self._lot.park()
             dirty, self._dirty = self._dirty, []
             for sock in dirty:
-                sock._flush_cork()
+                try:
+                    sock._flush_cork()
+                except Exception:
+                    # A system task must not raise (it would end the run);
+                    # libzmq refusing a held message is a bug worth a log.
+                    logger.exception("held messages could not be sent; dropped")
+                    sock._cork = None
                 if sock._cork and not sock._draining and not sock._closed:
                     sock._draining = True
                     trio.lowlevel.spawn_system_task(sock._drain)

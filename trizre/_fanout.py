@@ -89,6 +89,10 @@ class _Queue:
                     )
                 raise StopAsyncIteration
             await self._readers.park()
+        return self.take()
+
+    def take(self) -> Event:
+        """The oldest buffered event (there must be one)."""
         event = self._items.popleft()
         # Wake a waiting publisher only once half the buffer is free: waking
         # it per event makes the two tasks swap places on every message.
@@ -125,8 +129,9 @@ class EventStream:
 
     async def __anext__(self) -> Event:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._queue._items:  # fast path: no parking needed
-            event = await self._queue.get()
+        queue = self._queue
+        if queue._items:  # fast path: no parking, so no coroutine either
+            event = queue.take()
             # Cancellation is honoured on every call; the schedule point
             # comes every _YIELD_EVERY buffered events, not on each one,
             # which is most of the cost of reading a flood.

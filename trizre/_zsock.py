@@ -111,6 +111,7 @@ class ZSocket:
         "_fd_scope",
         "_last_send",
         "_lot",
+        "_router",
         "_want",
         "_zsock",
     )
@@ -129,6 +130,7 @@ class ZSocket:
         self._draining = False  # a task waits for room to hand the cork over
         self._last_send = 0.0
         self._cork_gap = _CORK_GAP if cork else -1.0  # see "Corking" above
+        self._router = zsock.type == zmq.ROUTER
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -178,6 +180,7 @@ class ZSocket:
         # pyzmq's recv_multipart, minus its per-call option conversions:
         # this loop runs for every message an inbox receives.
         recv, get = _backend_recv, _backend_get
+        router = self._router
         waited = False
         while True:
             self._check_open()
@@ -190,9 +193,16 @@ class ZSocket:
                 try:
                     while True:
                         # A zmq.Frame's ``more`` is read in C; getsockopt
-                        # (RCVMORE) builds a Python enum on every call.
-                        frame = recv(zsock, _NOBLOCK, False)
-                        frames = [frame.bytes]
+                        # (RCVMORE) builds a Python enum on every call.  A
+                        # ROUTER's first frame is the sender's identity,
+                        # never the last: it needs no Frame.
+                        if router:
+                            frames = [recv(zsock, _NOBLOCK)]
+                            frame = recv(zsock, _NOBLOCK, False)
+                            frames.append(frame.bytes)
+                        else:
+                            frame = recv(zsock, _NOBLOCK, False)
+                            frames = [frame.bytes]
                         while frame.more:
                             frame = recv(zsock, _NOBLOCK, False)
                             frames.append(frame.bytes)

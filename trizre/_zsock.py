@@ -51,7 +51,6 @@ _POLLOUT: Final = zmq.POLLOUT
 _NOBLOCK: Final = zmq.NOBLOCK
 _SNDMORE_NOBLOCK: Final = zmq.SNDMORE | zmq.NOBLOCK
 _EVENTS: Final = zmq.EVENTS
-_RCVMORE: Final = int(zmq.RCVMORE)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
 _backend_send: Final = zmq.backend.Socket.send

@@ -14,6 +14,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+# The request counts of summary.json (made by _rules), with their report labels.
+REQUEST_COUNTS: Final = {
+    "requests": "requests",
+    "sent": "sent",
+    "answered": "answered",
+    "abandoned": "abandoned",
+    "retried": "retried",
+    "executions": "executions",
+    "dedupe_hits": "dedupe hits",
+    "refused": "refused (503)",
+}
+
 SUMMARY_FILE: Final = "summary.json"
 HTML_FILE: Final = "report.html"
 REQUESTS_DIR: Final = "requests.parquet"
@@ -370,31 +382,8 @@ def render_html(summary: dict[str, Any], exit_code: int) -> str:
         out += [
             "<h2>Requests</h2>",
             _table(
-                [
-                    "requests",
-                    "sent",
-                    "answered",
-                    "abandoned",
-                    "retried",
-                    "executions",
-                    "dedupe hits",
-                    "refused (503)",
-                ],
-                [
-                    [
-                        f"{counts[k]:,}"
-                        for k in (
-                            "requests",
-                            "sent",
-                            "answered",
-                            "abandoned",
-                            "retried",
-                            "executions",
-                            "dedupe_hits",
-                            "refused",
-                        )
-                    ]
-                ],
+                list(REQUEST_COUNTS.values()),
+                [[f"{counts[key]:,}" for key in REQUEST_COUNTS]],
             ),
             _table(
                 ["flag", "requests", "verdict", "first offenders (client/rid)"],

@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from . import _schema as S
+from ._report import REQUEST_COUNTS
 
 CLOCKS: Final = ("m", "t")
 """Which time field the audit orders and measures by."""
@@ -482,19 +483,7 @@ def request_summary(table: DataFrame, max_listed: int) -> dict[str, Any]:
         .orderBy("retries")
         .collect()
     }
-    counts = {
-        key: _int(totals[key])
-        for key in (
-            "requests",
-            "sent",
-            "answered",
-            "abandoned",
-            "retried",
-            "executions",
-            "dedupe_hits",
-            "refused",
-        )
-    }
+    counts = {key: _int(totals[key]) for key in REQUEST_COUNTS}
     return {"counts": counts, "flags": flags, "retries": retries}
 
 

@@ -1,0 +1,416 @@
+"""The ZRE peer protocol, sans I/O: every rule of 36/ZRE, with byte vectors and no sockets.
+
+Times are plain floats: nothing here sleeps or reads a clock.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trizre import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, wire
+from trizre._peer import PeerProtocol, hello_from_stranger
+from trizre._trace import ExitReason
+
+PEER = uuid.UUID("0123456789abcdef0123456789abcdef")
+IDENTITY = b"\x01" + PEER.bytes
+ENDPOINT = "tcp://127.0.0.1:50000"
+OUR_HELLO = wire.Hello(1, "tcp://127.0.0.1:50001", ("ours",), 3, "me", (("K", "V"),))
+EVASIVE, EXPIRED = 5.0, 30.0
+
+
+def protocol(now: float = 0.0, version: int = 2) -> PeerProtocol:
+    hello = wire.Hello(1, OUR_HELLO.endpoint, ("ours",), 3, "me", (("K", "V"),), version=version)
+    return PeerProtocol(PEER, ENDPOINT, hello, now=now, evasive=EVASIVE, expired=EXPIRED)
+
+
+def frames_of(message: wire.Message) -> list[bytes]:
+    """A message as a ROUTER delivers it: the sender's identity first."""
+    return [IDENTITY, *wire.encode(message)]
+
+
+def entered(groups: tuple[str, ...] = ()) -> PeerProtocol:
+    peer = protocol()
+    peer.receive(frames_of(wire.Hello(1, ENDPOINT, groups, 7, "bob", (("X", "1"),))), 0.0)
+    assert peer.ready
+    return peer
+
+
+# ------------------------------------------------------------------ outbound
+
+
+def test_hello_is_queued_first_and_numbered_one() -> None:
+    peer = protocol()
+    assert peer.has_queued
+    frames = peer.queued()
+    assert frames is not None
+    # signature AA A1, command 1 (HELLO), version 2, sequence 1
+    assert frames[0][:6] == b"\xaa\xa1\x01\x02\x00\x01"
+    assert wire.decode(frames) == OUR_HELLO
+    assert peer.queued() == frames  # offered again until taken
+    assert peer.sent_queued() == 1
+    assert not peer.has_queued
+    assert peer.queued() is None
+
+
+def test_a_hello_not_numbered_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="numbered 1"):
+        PeerProtocol(PEER, ENDPOINT, wire.Hello(2, "e"), now=0, evasive=1, expired=2)
+
+
+def test_data_takes_the_next_number_only_when_sent() -> None:
+    peer = protocol()
+    peer.sent_queued()
+    assert peer.next_sequence == 2
+    assert peer.next_sequence == 2  # asking does not use a number up (a full link)
+    assert peer.sent() == 2
+    assert peer.next_sequence == 3
+    built = wire.encode_whisper(peer.next_sequence, (b"x",), 2)
+    assert built[0] == b"\xaa\xa1\x02\x02\x00\x03"
+
+
+def test_sequence_numbers_wrap_65535_to_0() -> None:
+    peer = protocol()
+    peer.sent_queued()
+    peer.sent_seq = 65534
+    assert peer.sent() == 65535
+    assert peer.next_sequence == 0
+    assert peer.sent() == 0
+    assert peer.next_sequence == 1
+
+
+def test_protocol_messages_keep_their_order_and_take_numbers_when_sent() -> None:
+    peer = protocol()
+    peer.queue(wire.Join(0, "g", 4))
+    peer.queue(wire.Leave(0, "g", 5))
+    taken = []
+    while (frames := peer.queued()) is not None:
+        taken.append(wire.decode(frames))
+        peer.sent_queued()
+    assert [type(m) for m in taken] == [wire.Hello, wire.Join, wire.Leave]
+    assert [m.sequence for m in taken] == [1, 2, 3]
+    assert taken[1] == wire.Join(2, "g", 4)
+
+
+def test_farewell_sends_what_is_queued_then_goodbye() -> None:
+    peer = protocol()
+    peer.queue(wire.Join(0, "g", 4))
+    words = [wire.decode(frames) for frames in peer.farewell()]
+    assert [type(m) for m in words] == [wire.Hello, wire.Join, wire.Goodbye]
+    assert [m.sequence for m in words] == [1, 2, 3]
+    assert words[2] == wire.Goodbye(3)
+    assert not peer.has_queued
+    assert peer.sent_seq == 3
+
+
+def test_version_3_numbers_and_encodes_as_43_zre() -> None:
+    peer = protocol(version=3)
+    frames = peer.queued()
+    assert frames is not None and frames[0][:4] == b"\xaa\xa1\x01\x03"
+
+
+# ------------------------------------------------------------------- inbound
+
+
+def test_commands_before_hello_are_ignored() -> None:
+    peer = protocol()
+    for message in (
+        wire.Whisper(1, (b"early",)),
+        wire.Join(1, "g", 1),
+        wire.Ping(1),
+        wire.Goodbye(1),
+    ):
+        assert peer.receive(frames_of(message), 0.0) == ()
+    assert not peer.ready and peer.ended is None
+    assert peer.queued() is not None and not isinstance(
+        wire.decode(peer.queued() or []), wire.PingOk
+    )
+
+
+def test_hello_enters_the_peer_with_its_groups_headers_and_status() -> None:
+    peer = protocol()
+    hello = wire.Hello(1, ENDPOINT, ("b", "a"), 7, "Zoë", (("X-ROLE", "db"),))
+    events = peer.receive(frames_of(hello), 1.5)
+    assert events == (
+        Enter(PEER, "Zoë", (("X-ROLE", "db"),), ENDPOINT),
+        Join(PEER, "Zoë", "b"),
+        Join(PEER, "Zoë", "a"),
+    )
+    assert peer.ready
+    assert (peer.name, peer.status, peer.groups) == ("Zoë", 7, frozenset({"a", "b"}))
+    assert peer.in_seq == 1
+    assert peer.presence.last_heard == 1.5
+
+
+def test_hello_must_be_numbered_one() -> None:
+    peer = protocol()
+    assert peer.receive(frames_of(wire.Hello(2, ENDPOINT, name="x")), 0.0) == ()
+    assert not peer.ready and peer.ended is None
+
+
+def test_hello_from_an_identity_that_is_not_a_zre_dealer_is_ignored() -> None:
+    peer = protocol()
+    hello = wire.encode(wire.Hello(1, ENDPOINT, name="x"))
+    assert peer.receive([b"\x02" + PEER.bytes, *hello], 0.0) == ()
+    assert peer.receive([PEER.bytes, *hello], 0.0) == ()
+    assert not peer.ready
+
+
+def test_whisper_in_sequence_from_the_header_bytes() -> None:
+    peer = entered()
+    # AA A1 | 02 WHISPER | 02 version | 00 02 sequence, then the content frames
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x02\x02\x00\x02", b"a", b"b"], 2.0) == (
+        Whisper(PEER, "bob", (b"a", b"b")),
+    )
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x02\x02\x00\x03"], 3.0) == (
+        Whisper(PEER, "bob", ()),
+    )  # zero content frames is a valid WHISPER
+    assert peer.in_seq == 3
+    assert peer.presence.last_heard == 3.0
+
+
+def test_shout() -> None:
+    peer = entered()
+    events = peer.receive(frames_of(wire.Shout(2, "chat", ("grüß".encode(),))), 0.0)
+    assert events == (Shout(PEER, "bob", "chat", ("grüß".encode(),)),)
+
+
+@pytest.mark.parametrize("seq", [3, 1, 0, 65535])
+def test_a_gap_or_repeat_ends_the_peer(seq: int) -> None:
+    peer = entered()
+    assert peer.receive(frames_of(wire.Whisper(seq, (b"x",))), 0.0) == ()
+    assert peer.ended is ExitReason.SEQUENCE
+    assert peer.detail == f"{seq}, expected 2"
+
+
+def test_incoming_sequence_wraps_65535_to_0() -> None:
+    peer = entered()
+    peer.in_seq = 65534
+    assert len(peer.receive(frames_of(wire.Whisper(65535, ())), 0.0)) == 1
+    assert len(peer.receive(frames_of(wire.Whisper(0, ())), 0.0)) == 1
+    assert len(peer.receive(frames_of(wire.Ping(1)), 0.0)) == 0
+    assert peer.ended is None and peer.in_seq == 1
+
+
+def test_join_and_leave_keep_groups_and_status() -> None:
+    peer = entered(groups=("a",))
+    assert peer.receive(frames_of(wire.Join(2, "b", 8)), 0.0) == (Join(PEER, "bob", "b"),)
+    assert peer.groups == {"a", "b"} and peer.status == 8
+    # Already in "a": no event, but the status still moves.
+    assert peer.receive(frames_of(wire.Join(3, "a", 9)), 0.0) == ()
+    assert peer.status == 9
+    assert peer.receive(frames_of(wire.Leave(4, "a", 10)), 0.0) == (Leave(PEER, "bob", "a"),)
+    assert peer.receive(frames_of(wire.Leave(5, "zzz", 11)), 0.0) == ()
+    assert peer.groups == {"b"} and peer.status == 11
+    # Group names are case-sensitive.
+    assert peer.receive(frames_of(wire.Join(6, "B", 12)), 0.0) == (Join(PEER, "bob", "B"),)
+
+
+def test_ping_is_answered_with_ping_ok_numbered_next() -> None:
+    peer = entered()
+    peer.sent_queued()  # our HELLO went
+    assert peer.receive(frames_of(wire.Ping(2)), 4.0) == ()
+    frames = peer.queued()
+    assert frames is not None
+    assert frames[0] == b"\xaa\xa1\x07\x02\x00\x02"  # PING-OK, sequence 2
+    assert peer.presence.last_heard == 4.0
+
+
+@pytest.mark.parametrize(
+    "message", [wire.PingOk(2), wire.Elect(2, b"\x03abc"), wire.Leader(2, b"\x03abc")]
+)
+def test_ping_ok_elect_and_leader_only_prove_the_peer_alive(message: wire.Message) -> None:
+    peer = entered()
+    assert peer.receive(frames_of(message), 9.0) == ()
+    assert peer.in_seq == 2 and peer.ended is None
+    assert peer.presence.last_heard == 9.0
+
+
+def test_goodbye_ends_the_peer() -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x0a\x02\x00\x02"], 0.0) == ()
+    assert peer.ended is ExitReason.GOODBYE
+
+
+def test_a_second_hello_ends_the_conversation() -> None:
+    peer = entered()
+    assert peer.receive(frames_of(wire.Hello(1, ENDPOINT, name="bob")), 0.0) == ()
+    assert peer.ended is ExitReason.HELLO
+
+
+def test_another_protocol_version_is_ignored_and_not_counted() -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x02\x03\x00\x02", b"v3"], 0.0) == ()
+    assert peer.ended is None and peer.in_seq == 1
+    assert peer.receive(frames_of(wire.Whisper(2, (b"v2",))), 0.0) == (
+        Whisper(PEER, "bob", (b"v2",)),
+    )
+
+
+def test_an_unknown_command_is_skipped_but_its_number_counts() -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x2a\x02\x00\x02"], 0.0) == ()
+    assert peer.ended is None and peer.in_seq == 2
+
+
+def test_an_unknown_command_out_of_sequence_ends_the_peer() -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x2a\x02\x00\x05"], 0.0) == ()
+    assert peer.ended is ExitReason.SEQUENCE
+
+
+def test_malformed_zre_ends_an_entered_peer() -> None:
+    peer = entered()
+    # JOIN whose group is invalid UTF-8
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x04\x02\x00\x02\x02\xff\xfe\x01"], 0.0) == ()
+    assert peer.ended is ExitReason.MALFORMED
+    assert "UTF-8" in peer.detail or "utf" in peer.detail.lower()
+
+
+@pytest.mark.parametrize("frame", [b"\x00\x01garbage", b"\xaa", b"", b"\xaa\xa1\x02"])
+def test_bytes_without_a_whole_zre_header_are_ignored_or_end_an_entered_peer(
+    frame: bytes,
+) -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY, frame], 0.0) == ()
+    if frame.startswith(wire.SIGNATURE):
+        assert peer.ended is ExitReason.MALFORMED  # the signature says it is ZRE
+    else:
+        assert peer.ended is None
+
+
+def test_malformed_before_hello_is_ignored() -> None:
+    peer = protocol()
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x04\x02\x00\x01\x02\xff\xfe\x01"], 0.0) == ()
+    assert peer.ended is None
+
+
+def test_a_message_without_content_frames_is_ignored() -> None:
+    peer = entered()
+    assert peer.receive([IDENTITY], 0.0) == ()
+    assert peer.receive([], 0.0) == ()
+    assert peer.ended is None
+
+
+# ------------------------------------------------------------------ strangers
+
+
+def test_hello_from_stranger_accepts_only_a_hello_numbered_one() -> None:
+    hello = wire.Hello(1, ENDPOINT, name="x")
+    assert hello_from_stranger(frames_of(hello), 2) == (PEER, hello)
+    assert hello_from_stranger(frames_of(wire.Hello(2, ENDPOINT)), 2) is None
+    assert hello_from_stranger(frames_of(wire.Whisper(1, ())), 2) is None
+    assert hello_from_stranger(frames_of(hello), 3) is None  # another version
+    assert hello_from_stranger([b"\x02" + PEER.bytes, *wire.encode(hello)], 2) is None
+    assert hello_from_stranger([IDENTITY, b"\xaa\xa1\x01"], 2) is None
+    assert hello_from_stranger([IDENTITY], 2) is None
+
+
+# ------------------------------------------------------------------- presence
+
+
+def test_presence_timeline_on_exact_times() -> None:
+    peer = entered()
+    peer.sent_queued()
+    assert peer.deadline() == 5.0
+    assert peer.poll(4.999) == []
+    assert peer.poll(5.0) == [Evasive(PEER, "bob")]
+    assert wire.decode(peer.queued() or []) == wire.Ping(2)
+    peer.sent_queued()
+    assert not peer.responsive
+    assert peer.deadline() == 10.0
+    assert peer.poll(10.0) == [Silent(PEER, "bob")]
+    peer.sent_queued()
+    assert peer.poll(15.0) == []  # still silent: a PING every evasive period
+    assert wire.decode(peer.queued() or []) == wire.Ping(4)
+    peer.sent_queued()
+    assert peer.deadline() == 20.0
+    assert peer.poll(29.999) == []
+    assert peer.ended is None
+    assert peer.poll(30.0) == []
+    assert peer.ended is ExitReason.EXPIRED
+
+
+def test_traffic_makes_a_silent_peer_alive_again() -> None:
+    peer = entered()
+    peer.poll(5.0)
+    peer.poll(10.0)
+    assert not peer.responsive
+    peer.receive(frames_of(wire.PingOk(2)), 11.0)
+    assert peer.responsive
+    assert peer.deadline() == 16.0
+
+
+def test_a_peer_that_never_said_hello_is_pinged_silently_then_expires() -> None:
+    peer = protocol()
+    peer.sent_queued()
+    assert peer.poll(5.0) == []  # no Evasive for a peer that never entered
+    assert isinstance(wire.decode(peer.queued() or []), wire.Ping)
+    assert peer.poll(30.0) == []
+    assert peer.ended is ExitReason.EXPIRED
+
+
+def test_heard_by_other_means_postpones_presence() -> None:
+    peer = entered()
+    peer.heard(20.0)
+    assert peer.poll(24.0) == []
+    assert peer.deadline() == 25.0
+
+
+# ------------------------------------------------------------------ properties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda f: wire.Whisper(0, f), st.lists(st.binary(max_size=8), max_size=3)),
+            st.builds(lambda g: wire.Shout(0, g, (b"x",)), st.text(min_size=1, max_size=5)),
+            st.builds(lambda g: wire.Join(0, g, 1), st.sampled_from(["a", "b", "c"])),
+            st.builds(lambda g: wire.Leave(0, g, 1), st.sampled_from(["a", "b", "c"])),
+            st.just(wire.Ping(0)),
+            st.just(wire.PingOk(0)),
+        ),
+        max_size=40,
+    ),
+    st.integers(0, 65535),
+)
+def test_a_well_behaved_peer_is_never_ended_and_groups_follow_its_joins(
+    messages: list[wire.Message], start: int
+) -> None:
+    peer = entered()
+    peer.in_seq = start
+    seq, groups = start, set()
+    for message in messages:
+        seq = (seq + 1) & 0xFFFF
+        numbered = type(message)(seq, *_fields(message))  # type: ignore[call-arg]
+        peer.receive(frames_of(numbered), 0.0)
+        if isinstance(message, wire.Join):
+            groups.add(message.group)
+        elif isinstance(message, wire.Leave):
+            groups.discard(message.group)
+    assert peer.ended is None
+    assert peer.in_seq == seq
+    assert peer.groups == groups
+
+
+def _fields(message: wire.Message) -> tuple[object, ...]:
+    if isinstance(message, wire.Whisper):
+        return (message.content,)
+    if isinstance(message, wire.Shout):
+        return (message.group, message.content)
+    if isinstance(message, wire.Join | wire.Leave):
+        return (message.group, message.status)
+    return ()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=0, max_size=4), st.booleans())
+def test_any_bytes_from_a_peer_never_raise(frames: list[bytes], ready: bool) -> None:
+    peer = entered() if ready else protocol()
+    for _ in range(2):
+        events = peer.receive([IDENTITY, *frames], 1.0)
+        assert all(isinstance(e, Enter | Join | Leave | Whisper | Shout) for e in events)

@@ -1,0 +1,335 @@
+"""One peer's ZRE protocol (36/ZRE, 43/ZRE), sans I/O: the rules in one place.
+
+:class:`PeerProtocol` is the state of our conversation with one remote
+node, in the manner of h11: frames and times go in, events and frames to
+send come out; it never touches a socket or reads a clock.  The node owns
+one per peer, feeds it what the peer's link delivers and what the clock
+says, and hands what it returns to the link and to the event subscribers.
+
+The rules it enforces, all of them from 36/ZRE unless noted:
+
+* Outbound, every message carries the next sequence number, HELLO is 1,
+  and numbers wrap 65535 -> 0.  A number is *committed* only once the link
+  took the message (:meth:`PeerProtocol.sent`), so a full queue or a
+  cancelled send can never open a gap.  Protocol messages (HELLO, JOIN,
+  LEAVE, PING, PING-OK) wait in a queue, in order, until the link has room;
+  HELLO is queued first, at construction.
+* Inbound, anything before a HELLO is ignored; a HELLO must carry 1 and
+  come from a DEALER identity ``0x01 + UUID``.  After it, each message must
+  carry exactly the next number: a gap, repeat or reordering ends the peer
+  (:attr:`ExitReason.SEQUENCE`).  A second HELLO ends it too (it restarted
+  its link to us; :attr:`ExitReason.HELLO`).
+* JOIN and LEAVE update the peer's groups and status; a JOIN of a group it
+  is in, or a LEAVE of one it is not in, changes nothing visible.
+* PING is answered with PING-OK; GOODBYE (zyre's id 10) ends the peer.
+* Messages of another protocol version are ignored (their numbers do not
+  count); a command id we do not know counts its number and is skipped; a
+  message with the ZRE signature that does not decode ends the peer
+  (:attr:`ExitReason.MALFORMED`); bytes without the signature are ignored.
+  ELECT, LEADER and PING-OK only prove the peer is alive.
+* Presence: in-sequence traffic proves the peer alive; :meth:`poll` turns
+  silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
+  events and, at ``expired``, :attr:`ExitReason.EXPIRED`
+  (see :mod:`trizre._presence`).
+
+When the peer is over, :attr:`PeerProtocol.ended` says why; the node then
+forgets the peer and reports :class:`~trizre.Exit` if it had entered.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Final, TypeAlias, final
+from uuid import UUID
+
+import attrs
+
+from . import wire
+from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
+from ._presence import Liveness, Presence, PresenceAction
+from ._trace import ExitReason
+
+__all__ = ["PeerEvent", "PeerProtocol", "hello_from_stranger"]
+
+PeerEvent: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
+"""What a peer's protocol reports; the node publishes these to subscribers."""
+
+_NO_GROUPS: Final[frozenset[str]] = frozenset()
+_NOTHING: Final[tuple[PeerEvent, ...]] = ()
+_IDENTITY_SIZE: Final = 17  # 0x01 + a 16-octet UUID (36/ZRE)
+
+
+def hello_from_stranger(frames: Sequence[bytes], version: int) -> tuple[UUID, wire.Hello] | None:
+    """The sender and its HELLO, if ``frames`` can open a conversation; else ``None``.
+
+    ``frames`` are as a ROUTER delivers them: the sender's identity, then
+    the message.  Only a HELLO numbered 1, of our protocol version, from a
+    DEALER identity ``0x01 + UUID`` qualifies; anything else from a sender
+    we do not know is ignored (36/ZRE).  Never raises for bytes input.
+    """
+    if len(frames) < 2:
+        return None
+    identity = frames[0]
+    if len(identity) != _IDENTITY_SIZE or identity[0] != 1:
+        return None
+    try:
+        message = wire.decode(frames[1:], version)
+    except wire.DecodeError:
+        return None
+    if not isinstance(message, wire.Hello) or message.sequence != wire.HELLO_SEQUENCE:
+        return None
+    return UUID(bytes=bytes(identity[1:])), message
+
+
+@final
+class PeerProtocol:
+    """Our ZRE conversation with one peer: sequence numbers, queue, inbound rules.
+
+    Create it when the peer is discovered, with the HELLO to send it
+    (queued first).  Bad input: a HELLO not numbered 1 raises
+    ``ValueError``; ``version`` must be one of ``wire.MESSAGE_VERSIONS``.
+    Times are any monotonic float clock; the node passes Trio's.
+    """
+
+    # A process may hold thousands of these (100 local nodes: 9,900), so the
+    # queue is made on first use and dropped when empty.
+    __slots__ = (
+        "_pending",
+        "detail",
+        "ended",
+        "endpoint",
+        "groups",
+        "headers",
+        "in_seq",
+        "name",
+        "presence",
+        "ready",
+        "sent_seq",
+        "status",
+        "uuid",
+        "version",
+    )
+
+    def __init__(
+        self,
+        peer: UUID,
+        endpoint: str,
+        hello: wire.Hello,
+        *,
+        now: float,
+        evasive: float,
+        expired: float,
+    ) -> None:
+        if hello.sequence != wire.HELLO_SEQUENCE:
+            raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
+        if hello.version not in wire.MESSAGE_VERSIONS:
+            raise ValueError(f"version must be 2 or 3, got {hello.version!r}")
+        self.uuid = peer
+        self.endpoint = endpoint
+        self.version = hello.version
+        self.presence = Presence(now, evasive, expired)
+        self.name = ""
+        self.headers: tuple[tuple[str, str], ...] = ()
+        self.groups = _NO_GROUPS
+        self.status = 0
+        self.ready = False  # its HELLO arrived (Enter was reported)
+        self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
+        self.sent_seq = wire.INITIAL_SEQUENCE  # the last number the link took
+        self.ended: ExitReason | None = None
+        self.detail = ""
+        self._pending: deque[wire.Message] | None = deque((hello,))
+
+    # ------------------------------------------------------------ outbound
+
+    @property
+    def next_sequence(self) -> int:
+        """The number the next message to this peer must carry."""
+        return (self.sent_seq + 1) & 0xFFFF
+
+    def sent(self) -> int:
+        """The link took a data message numbered :attr:`next_sequence`: commit it.
+
+        Returns the committed number.  Call it only after the link took the
+        message: a message that was not sent must not use up a number.
+        """
+        self.sent_seq = seq = (self.sent_seq + 1) & 0xFFFF
+        return seq
+
+    @property
+    def has_queued(self) -> bool:
+        """True while protocol messages wait for the link to take them."""
+        return self._pending is not None
+
+    def queue(self, message: wire.Message) -> None:
+        """Queue a protocol message; its sequence number is set when it is sent."""
+        if self._pending is None:
+            self._pending = deque()
+        self._pending.append(message)
+
+    def queued(self) -> list[bytes] | None:
+        """The oldest queued protocol message as frames, numbered next; ``None`` if none.
+
+        It stays queued until :meth:`sent_queued`: offering it again gives
+        the same frames.
+        """
+        if self._pending is None:
+            return None
+        return wire.encode(attrs.evolve(self._pending[0], sequence=self.next_sequence))
+
+    def sent_queued(self) -> int:
+        """The link took what :meth:`queued` returned: dequeue it, commit its number."""
+        pending = self._pending
+        assert pending is not None, "sent_queued() without a queued message"
+        pending.popleft()
+        if not pending:
+            self._pending = None  # an empty deque still holds ~600 bytes
+        return self.sent()
+
+    def farewell(self) -> list[list[bytes]]:
+        """Everything still queued, then GOODBYE, numbered and committed.
+
+        For a node that stops: the link delivers these last words if it
+        can.  The conversation is over afterwards.
+        """
+        words: list[list[bytes]] = []
+        while (frames := self.queued()) is not None:
+            words.append(frames)
+            self.sent_queued()
+        words.append(wire.encode(wire.Goodbye(self.next_sequence, version=self.version)))
+        self.sent()
+        return words
+
+    # ------------------------------------------------------------- inbound
+
+    def receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:
+        """Take one message from this peer; return the events it gives.
+
+        ``frames`` are as a ROUTER delivers them: the peer's identity, then
+        the message.  Replies (PING-OK) are queued (see :meth:`queued`).
+        When the message ends the peer, :attr:`ended` is set and nothing
+        more should be fed in.  Never raises for bytes input: a peer that
+        misbehaves is ended or ignored, as the module docstring lists.
+        """
+        if len(frames) < 2:
+            return _NOTHING
+        # A WHISPER in sequence is nearly all the traffic: decide it from
+        # its 6-octet header, without building a message object.
+        seq = wire.whisper_sequence(frames[1], self.version)
+        if seq is not None and self.ready and seq == (self.in_seq + 1) & 0xFFFF:
+            self.in_seq = seq
+            self.presence.heard(now)
+            return (Whisper(self.uuid, self.name, tuple(frames[2:])),)
+        return self._receive(frames, now)
+
+    def _receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:
+        try:
+            message = wire.decode(frames[1:], self.version)
+        except wire.UnknownCommand as exc:
+            self._in_sequence(exc.sequence, now)  # from a newer protocol: skip it
+            return _NOTHING
+        except wire.VersionMismatch:
+            return _NOTHING  # peers on other protocol versions ignore each other
+        except wire.DecodeError as exc:
+            if self.ready and frames[1][:2] == wire.SIGNATURE:
+                self._end(ExitReason.MALFORMED, str(exc))
+            return _NOTHING
+        if isinstance(message, wire.Hello):
+            return self._hello(frames[0], message, now)
+        if not self._in_sequence(message.sequence, now):
+            return _NOTHING
+        if isinstance(message, wire.Whisper):
+            return (Whisper(self.uuid, self.name, message.content),)
+        if isinstance(message, wire.Shout):
+            return (Shout(self.uuid, self.name, message.group, message.content),)
+        if isinstance(message, wire.Join):
+            self.status = message.status
+            if message.group in self.groups:
+                return _NOTHING
+            self.groups = self.groups | {message.group}
+            return (Join(self.uuid, self.name, message.group),)
+        if isinstance(message, wire.Leave):
+            self.status = message.status
+            if message.group not in self.groups:
+                return _NOTHING
+            self.groups = self.groups - {message.group}
+            return (Leave(self.uuid, self.name, message.group),)
+        if isinstance(message, wire.Ping):
+            self.queue(wire.PingOk(0, version=self.version))
+        elif isinstance(message, wire.Goodbye):
+            self._end(ExitReason.GOODBYE)
+        # PING-OK, ELECT and LEADER: the traffic itself was the point.
+        return _NOTHING
+
+    def _in_sequence(self, seq: int, now: float) -> bool:
+        """Accept ``seq`` if it is the next number (refreshing presence); else end the peer."""
+        if not self.ready:
+            return False  # commands before HELLO are ignored
+        expected = (self.in_seq + 1) & 0xFFFF
+        if seq != expected:
+            self._end(ExitReason.SEQUENCE, f"{seq}, expected {expected}")
+            return False
+        self.in_seq = seq
+        self.presence.heard(now)
+        return True
+
+    def _hello(self, identity: bytes, hello: wire.Hello, now: float) -> Sequence[PeerEvent]:
+        if (
+            len(identity) != _IDENTITY_SIZE
+            or identity[0] != 1
+            or hello.sequence != wire.HELLO_SEQUENCE
+        ):
+            return _NOTHING
+        if self.ready:
+            # A HELLO from a peer that already entered: it restarted its
+            # link to us.  This conversation is over; the node starts anew.
+            self._end(ExitReason.HELLO)
+            return _NOTHING
+        self.ready = True
+        self.in_seq = hello.sequence
+        self.presence.heard(now)
+        self.name = hello.name
+        self.headers = hello.headers
+        self.status = hello.status
+        self.groups = frozenset(hello.groups) if hello.groups else _NO_GROUPS
+        enter = Enter(self.uuid, self.name, self.headers, self.endpoint)
+        return (enter, *(Join(self.uuid, self.name, group) for group in hello.groups))
+
+    def _end(self, reason: ExitReason, detail: str = "") -> None:
+        if self.ended is None:
+            self.ended = reason
+            self.detail = detail
+
+    # ------------------------------------------------------------ presence
+
+    def heard(self, now: float) -> None:
+        """The peer proved alive at ``now`` by other means (a beacon, a local link)."""
+        self.presence.heard(now)
+
+    @property
+    def responsive(self) -> bool:
+        """False while the peer is evasive or silent."""
+        return self.presence.liveness is Liveness.ALIVE
+
+    def deadline(self) -> float:
+        """The earliest time at which :meth:`poll` may have something to do."""
+        return self.presence.deadline()
+
+    def poll(self, now: float) -> Sequence[PeerEvent]:
+        """Apply the presence clock at ``now``: queue PINGs, return Evasive/Silent.
+
+        Sets :attr:`ended` to :attr:`ExitReason.EXPIRED` when the peer has
+        been silent for ``expired`` seconds.  Evasive and Silent are
+        reported only for a peer that entered.
+        """
+        events: list[PeerEvent] = []
+        while (action := self.presence.poll(now)) is not None:
+            if action is PresenceAction.EXPIRED:
+                self._end(ExitReason.EXPIRED)
+                break
+            self.queue(wire.Ping(0, version=self.version))
+            if self.ready and action is PresenceAction.EVASIVE:
+                events.append(Evasive(self.uuid, self.name))
+            elif self.ready and action is PresenceAction.SILENT:
+                events.append(Silent(self.uuid, self.name))
+        return events

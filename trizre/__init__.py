@@ -5,6 +5,7 @@ talk to peers with ``whisper``/``shout``, and to groups with ``join``/``leave``.
 The wire codec lives in :mod:`trizre.wire`.
 """
 
+from ._config import NodeConfig
 from ._events import (
     Enter,
     Evasive,
@@ -39,6 +40,7 @@ __all__ = [
     "Join",
     "Leave",
     "Node",
+    "NodeConfig",
     "NodeError",
     "PeerDisconnected",
     "Shout",

@@ -1,4 +1,18 @@
-"""The UDP beacon socket: ZRE discovery beacons over IPv4 broadcast.
+"""Discovery: how a node hears of its peers.  One interface, two implementations.
+
+A node announces itself and hears others through a :class:`Discovery`:
+``send`` a beacon, ``listen`` for everyone's.  Two implementations:
+
+* :class:`BeaconHub`: ZRE's UDP beacons over IPv4 broadcast (22/ZRE-DISC),
+  one socket per interface and port per Trio run (below);
+* :class:`MemoryDiscovery`: the nodes of one Trio run hear each other's
+  beacons in memory, without a socket, so tests and simulations run under
+  ``trio.testing.MockClock`` with exact virtual times.
+
+Gossip and IPv6 multicast will be further implementations.
+
+The UDP beacon socket
+---------------------
 
 Why the socket is set up the way it is:
 
@@ -35,18 +49,29 @@ Why the socket is set up the way it is:
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import trio
+from trio_util import RepeatedEvent
 
 from trizre._interfaces import Interface
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
 
-__all__ = ["BeaconHub", "BeaconSocket", "open_beacon_hub", "open_beacon_socket"]
+__all__ = [
+    "BeaconHub",
+    "BeaconSocket",
+    "Deliver",
+    "Discovery",
+    "MemoryDiscovery",
+    "open_beacon_hub",
+    "open_beacon_socket",
+    "open_memory_discovery",
+]
 
 logger = logging.getLogger("trizre.discovery")
 
@@ -188,18 +213,51 @@ async def _bind(interface: Interface, port: int) -> BeaconSocket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
         await sock.bind((str(interface.broadcast), port))
+    except OSError as exc:
+        beacon_socket._close()
+        if exc.errno == errno.EADDRINUSE:
+            raise OSError(
+                exc.errno,
+                f"UDP beacon port {port} on {interface.broadcast} ({interface.name}) is held "
+                "by a socket that does not share it (no SO_REUSEPORT): another program, "
+                "or a process of another user; stop it or choose another beacon_port",
+            ) from exc
+        raise
     except BaseException:
         beacon_socket._close()
         raise
     return beacon_socket
 
 
-# ------------------------------------------------------------------ the hub
+# ------------------------------------------------------------ the interface
 
 # (beacon, sender address, key): the key is the same bytes object for every
 # beacon with the same content and sender, so a node can remember "nothing
 # to do for this one" with one dict lookup whose hash is already computed.
 Deliver = Callable[[Beacon, str, bytes], None]
+
+
+class Discovery(Protocol):
+    """How a node announces itself and hears of its peers."""
+
+    async def send(self, beacon: Beacon) -> None:
+        """Announce ``beacon`` to every node listening (ourselves included).
+
+        Raises ``trio.ClosedResourceError`` once closed, ``OSError`` when
+        the network refused it.
+        """
+        ...
+
+    async def listen(self, deliver: Deliver) -> None:
+        """Call ``deliver`` for every beacon heard, synchronously, until cancelled.
+
+        ``deliver`` must not block; an exception from it is logged and the
+        other listeners still get the beacon.
+        """
+        ...
+
+
+# ------------------------------------------------------------------ the hub
 _MAX_KEYS: Final = 4096
 
 _HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = trio.lowlevel.RunVar(
@@ -227,8 +285,14 @@ class BeaconHub:
         self._users = 0
         self._listeners: dict[object, Deliver] = {}
         self._host: object | None = None
-        self._host_gone = trio.Event()
+        self._host_gone = RepeatedEvent()
         self._keys: dict[bytes, bytes] = {}
+
+    async def send(self, beacon: Beacon) -> None:
+        """Broadcast ``beacon`` (see :meth:`BeaconSocket.send`)."""
+        if self.socket is None:
+            raise trio.ClosedResourceError("the beacon hub is not open")
+        await self.socket.send(beacon)
 
     async def listen(self, deliver: Deliver) -> None:
         """Deliver every valid beacon to ``deliver`` until cancelled.
@@ -251,7 +315,6 @@ class BeaconHub:
                 finally:
                     self._host = None
                     self._host_gone.set()
-                    self._host_gone = trio.Event()
         finally:
             del self._listeners[token]
 
@@ -310,3 +373,73 @@ async def open_beacon_hub(interface: Interface, port: int) -> AsyncIterator[Beac
                 del hubs[key]
             if hub.socket is not None:
                 hub.socket._close()
+
+
+# --------------------------------------------------------------- in memory
+
+_NETWORKS: Final[trio.lowlevel.RunVar[dict[tuple[str, int], MemoryDiscovery]]] = (
+    trio.lowlevel.RunVar("trizre_memory_discovery")
+)
+
+
+@final
+class MemoryDiscovery:
+    """Beacons between the nodes of one Trio run, delivered in memory.
+
+    Nodes on the same interface name and beacon port hear each other, as
+    on one broadcast domain; a beacon appears to come from the interface's
+    address.  No socket is opened and nothing is sent on any network.
+    Delivery is synchronous, so under ``trio.testing.MockClock`` a node
+    hears a beacon at the virtual instant it was sent.
+    """
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self._listeners: dict[object, Deliver] = {}
+        self._users = 0
+        self._closed = False
+
+    async def send(self, beacon: Beacon) -> None:
+        """Hand ``beacon`` to every listener now (see :class:`Discovery`)."""
+        await trio.lowlevel.checkpoint()
+        if self._closed:
+            raise trio.ClosedResourceError("the in-memory discovery is closed")
+        key = encode_beacon(beacon) + self._address.encode()
+        for deliver in list(self._listeners.values()):
+            try:
+                deliver(beacon, self._address, key)
+            except Exception:
+                logger.exception("a node failed to handle a beacon from %s", self._address)
+
+    async def listen(self, deliver: Deliver) -> None:
+        """Register ``deliver`` until cancelled (see :class:`Discovery`)."""
+        token = object()
+        self._listeners[token] = deliver
+        try:
+            await trio.sleep_forever()
+        finally:
+            del self._listeners[token]
+
+
+@asynccontextmanager
+async def open_memory_discovery(interface: Interface, port: int) -> AsyncIterator[MemoryDiscovery]:
+    """Join (or start) this Trio run's in-memory discovery for *interface* and *port*."""
+    try:
+        networks = _NETWORKS.get()
+    except LookupError:
+        networks = {}
+        _NETWORKS.set(networks)
+    key = (interface.name, port)
+    network = networks.get(key)
+    if network is None:
+        network = networks[key] = MemoryDiscovery(str(interface.address))
+    network._users += 1
+    try:
+        await trio.lowlevel.checkpoint()
+        yield network
+    finally:
+        network._users -= 1
+        if network._users == 0:
+            network._closed = True
+            if networks.get(key) is network:
+                del networks[key]

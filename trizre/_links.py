@@ -1,30 +1,173 @@
-"""Links between nodes of one Trio run: the same ZRE messages, in memory.
+"""Links: how a node's messages reach one peer.  One interface, two transports.
 
-A node that finds a peer living in the same Trio run (same UUID and same
-endpoint in this run's registry, same protocol version) links to it with a
-:class:`LocalLink` instead of a DEALER socket.  The link carries exactly the
-bytes a DEALER would — HELLO, sequence numbers, JOIN, WHISPER, GOODBYE —
-into the peer's :class:`LocalInbox`, which its node reads like its ROUTER.
-What changes is the cost: no TCP connection (libzmq spends ~60 kB and
-three descriptors on each), no I/O thread hop, and no PINGs, because a
-local peer's liveness can be read directly (:attr:`LocalInbox.deaf_since`).
+A node talks to each peer over a :class:`Link` and reads what peers send
+from its inboxes.  The node never asks which transport a link is; what
+differs is said by the interface itself (:attr:`Link.in_process`,
+:meth:`Link.liveness`, what :meth:`Link.close` does with last words).
 
-Backpressure is the DEALER's: at most ``hwm`` messages of one link wait in
-the inbox; a sender beyond that waits (``send``) or is refused
-(``send_nowait``).  Nothing is dropped: a message in the inbox is delivered
-unless the receiving node stops, as with TCP.
+* :class:`TcpLink`: a ZeroMQ DEALER connected to the peer's ROUTER inbox,
+  as zyre and pyre do (:func:`bind_inbox` makes the node's own).
+* :class:`LocalLink`: for a peer living in the same Trio run.  It carries
+  exactly the bytes a DEALER would (HELLO, sequence numbers, JOIN, WHISPER,
+  GOODBYE) into the peer's :class:`LocalInbox`, which its node reads like
+  its ROUTER.  What changes is the cost: no TCP connection (libzmq spends
+  ~60 kB and three descriptors on each), no I/O thread hop, and no PINGs,
+  because a local peer's liveness is read directly
+  (:attr:`LocalInbox.deaf_since`).
+* A CURVE link will be a third implementation of the same interface.
+
+Backpressure is the DEALER's on both: at most ``hwm`` messages of one link
+wait; a sender beyond that waits (``send``) or is refused (``send_nowait``).
+Nothing is dropped while both nodes run.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Final, final
+from typing import Any, Final, Protocol, final
 from uuid import UUID
 
 import trio
+import zmq
 
-__all__ = ["LocalInbox", "LocalLink", "lookup", "register", "unregister"]
+from ._zsock import ZSocket, context
+
+__all__ = [
+    "EPHEMERAL_PORTS",
+    "Inbox",
+    "Link",
+    "LocalInbox",
+    "LocalLink",
+    "TcpLink",
+    "bind_inbox",
+    "lookup",
+    "register",
+    "unregister",
+]
+
+EPHEMERAL_PORTS: Final = (0xC000, 0x10000)
+"""36/ZRE: a node binds its inbox to a random port in %xC000-%xFFFF."""
+
+
+class Link(Protocol):
+    """Our sending end towards one peer.
+
+    Errors: ``send_nowait`` and ``send`` raise ``trio.ClosedResourceError``
+    once the link is closed (also a sender that was waiting when it was).
+    """
+
+    @property
+    def closed(self) -> bool:
+        """True once closed, by us or (an in-process link) by the peer's node."""
+        ...
+
+    @property
+    def in_process(self) -> bool:
+        """True for a link to a node of this Trio run.
+
+        Such a peer's liveness is read from the link (:meth:`liveness`),
+        never inferred from beacons, and its GOODBYE always arrives after
+        its last message, so its leaving beacon is not needed.
+        """
+        ...
+
+    def send_nowait(self, frames: Sequence[bytes]) -> bool:
+        """Queue one message if there is room now; ``False`` (nothing sent) if not."""
+        ...
+
+    async def send(self, frames: Sequence[bytes]) -> None:
+        """Queue one message, waiting for room.  Cancelled: nothing was sent."""
+        ...
+
+    def liveness(self, now: float) -> float | None:
+        """When the transport itself last saw the peer alive; ``None``: only traffic tells."""
+        ...
+
+    def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
+        """Close; deliver ``last_words`` first if the transport can without waiting."""
+        ...
+
+
+class Inbox(Protocol):
+    """Where a node reads what its peers send: its ROUTER, or its in-process inbox."""
+
+    async def receive_batch(self, max_messages: int) -> list[list[bytes]]:
+        """Wait for messages; up to ``max_messages``, each ``[identity, *frames]``."""
+        ...
+
+
+def bind_inbox(address: str) -> tuple[ZSocket, str]:
+    """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
+
+    Raises ``zmq.ZMQError`` when no port is free (after 1000 tries) or the
+    address is not this host's.
+    """
+    sock = context().socket(zmq.ROUTER)
+    try:
+        sock.setsockopt(zmq.LINGER, 0)
+        # A peer that reconnects with the same identity takes over its old
+        # route at once, rather than being refused until the old one dies.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        # pyzmq hands exactly its default range, which is 36/ZRE's, to the
+        # OS (whose ephemeral range differs); one port less keeps it ours.
+        port = sock.bind_to_random_port(
+            f"tcp://{address}",
+            min_port=EPHEMERAL_PORTS[0],
+            max_port=EPHEMERAL_PORTS[1] - 1,
+            max_tries=1000,
+        )
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return ZSocket(sock), f"tcp://{address}:{port}"
+
+
+@final
+class TcpLink:
+    """A DEALER connected to a peer's ROUTER: the link zyre and pyre use.
+
+    Closing drops whatever libzmq still holds (LINGER 0), last words
+    included: a stopping node does not wait for slow peers.
+    """
+
+    __slots__ = ("_sock", "send", "send_nowait")
+
+    in_process: Final = False
+
+    def __init__(self, sock: ZSocket) -> None:
+        self._sock = sock
+        # Bound once: a flood calls send_nowait for every message.
+        self.send_nowait = sock.send_nowait
+        self.send = sock.send
+
+    @classmethod
+    def connect(cls, endpoint: str, identity: bytes, hwm: int) -> TcpLink:
+        """Open a DEALER with ``identity`` and ``hwm`` and connect it to ``endpoint``.
+
+        Raises ``zmq.ZMQError`` when the process is out of sockets or
+        descriptors.
+        """
+        zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
+        zsock.setsockopt(zmq.IDENTITY, identity)
+        zsock.setsockopt(zmq.SNDHWM, hwm)
+        zsock.setsockopt(zmq.LINGER, 0)
+        zsock.connect(endpoint)
+        return cls(ZSocket(zsock, cork=True))  # floods: one libzmq hand-over a batch
+
+    @property
+    def closed(self) -> bool:
+        """True once closed."""
+        return self._sock.closed
+
+    def liveness(self, now: float) -> None:
+        """Always ``None``: over TCP only the peer's traffic proves it alive."""
+        return None
+
+    def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
+        """Close with LINGER 0; ``last_words`` are dropped with anything still queued."""
+        self._sock.close()
+
 
 _REGISTRY: Final[trio.lowlevel.RunVar[dict[UUID, LocalInbox]]] = trio.lowlevel.RunVar(
     "trizre_local_inboxes"
@@ -92,9 +235,8 @@ class LocalInbox:
 class LocalLink:
     """One node's sending end towards a :class:`LocalInbox`: a DEALER's stand-in.
 
-    Has the sending surface of :class:`~trizre._zsock.ZSocket` that the node
-    uses (``send_nowait``, ``send``, ``close``, ``closed``).  Closing it (by
-    either node) wakes its waiting senders with ``trio.ClosedResourceError``.
+    A :class:`Link`.  Closing it (by either node) wakes its waiting senders
+    with ``trio.ClosedResourceError``.
     """
 
     __slots__ = ("__weakref__", "_hwm", "_identity", "_inbox", "_lot", "closed", "inflight")
@@ -108,10 +250,17 @@ class LocalLink:
         self._lot: trio.lowlevel.ParkingLot | None = None  # made on the first wait
         inbox.links.add(self)
 
-    @property
-    def peer_deaf_since(self) -> float | None:
-        """Since when the peer's node has not been reading, or ``None``."""
-        return self._inbox.deaf_since
+    in_process: Final = True
+
+    def liveness(self, now: float) -> float:
+        """``now`` while the peer's node reads; else when it stopped reading.
+
+        A node whose event subscriber is full stops reading: that is its
+        last sign of life, and from there it goes evasive, silent and
+        expires as a TCP peer that stopped answering would.
+        """
+        deaf_since = self._inbox.deaf_since
+        return now if deaf_since is None else deaf_since
 
     def send_nowait(self, frames: Sequence[bytes]) -> bool:
         """Queue one message if fewer than ``hwm`` of ours wait; else ``False``.
@@ -125,12 +274,6 @@ class LocalLink:
         self.inflight += 1
         self._inbox._put(self, [self._identity, *frames])
         return True
-
-    def force(self, frames: Sequence[bytes]) -> None:
-        """Queue one message over the limit (a node's last words when it stops)."""
-        if not self.closed:
-            self.inflight += 1
-            self._inbox._put(self, [self._identity, *frames])
 
     async def send(self, frames: Sequence[bytes]) -> None:
         """Queue one message, waiting while ``hwm`` of ours wait (backpressure).
@@ -151,10 +294,18 @@ class LocalLink:
         if self._lot:
             self._lot.unpark()
 
-    def close(self) -> None:
-        """Stop sending; waiting senders get ``trio.ClosedResourceError``."""
+    def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
+        """Deliver ``last_words`` over any limit, then stop sending.
+
+        Waiting senders get ``trio.ClosedResourceError``: their messages
+        were not sent.  A stopping node's queued messages and GOODBYE go
+        as last words, so its local peers lose nothing it had sent.
+        """
         if self.closed:
             return
+        for frames in last_words:
+            self.inflight += 1
+            self._inbox._put(self, [self._identity, *frames])
         self.closed = True
         self._inbox.links.discard(self)
         if self._lot:

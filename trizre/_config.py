@@ -1,0 +1,116 @@
+"""Every option of a node, validated in one place."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TypeAlias, final
+
+import attrs
+
+from . import wire
+
+__all__ = ["DiscoveryKind", "NodeConfig"]
+
+DiscoveryKind: TypeAlias = Literal["udp", "memory"]
+_DISCOVERY: Final = ("udp", "memory")
+
+
+def _headers(
+    value: Mapping[str, str] | tuple[tuple[str, str], ...] | None,
+) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, tuple):  # already pairs, as NodeConfig.headers holds them
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise TypeError(f"headers must be a mapping of str to str, got {type(value).__name__}")
+    return wire.Hello(1, "", (), 0, "", dict(value)).headers
+
+
+def _int_in(low: int, high: int) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int:
+            raise TypeError(f"{attribute.name} must be an int, got {type(value).__name__}")
+        if not low <= value <= high:
+            raise ValueError(f"{attribute.name} must be in {low}..{high}, got {value!r}")
+
+    return check
+
+
+def _seconds(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{attribute.name} must be a number of seconds, got {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+
+
+def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> None:
+    if type(value) is not bool:
+        raise TypeError(f"{attribute.name} must be True or False, got {value!r}")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class NodeConfig:
+    """The options of :func:`~trizre.open_node`, checked together when made.
+
+    ``open_node`` builds one from its keyword arguments (see its docstring
+    for what each option means); a running node shows its own as
+    :attr:`Node.config <trizre.Node.config>`.  Bad input raises
+    ``TypeError`` for a value of the wrong type and ``ValueError`` for one
+    out of range, naming the option: among them an ``expired_timeout`` not
+    greater than ``evasive_timeout`` (a peer would expire before it was
+    ever pinged), and a name or header the HELLO cannot carry.
+    """
+
+    name: str | None = attrs.field(default=None)
+    headers: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_headers)
+    interface: str | None = attrs.field(default=None)
+    beacon_port: int = attrs.field(default=wire.DISCOVERY_PORT, validator=_int_in(1, 65535))
+    beacon_interval: float = attrs.field(default=1.0, validator=_seconds)
+    evasive_timeout: float = attrs.field(default=5.0, validator=_seconds)
+    expired_timeout: float = attrs.field(default=30.0, validator=_seconds)
+    protocol_version: int = attrs.field(default=2)
+    send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
+    beacons_refresh: bool = attrs.field(default=False, validator=_flag)
+    local_links: bool = attrs.field(default=True, validator=_flag)
+    discovery: DiscoveryKind = attrs.field(default="udp")
+    trace_dir: str | os.PathLike[str] | None = attrs.field(default=None)
+    trace_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_int_in(4096, 2**62))
+
+    @name.validator
+    def _check_name(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"name must be a str, got {type(value).__name__}")
+
+    @interface.validator
+    def _check_interface(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"interface must be a name or an IPv4 address (str), got {type(value).__name__}"
+            )
+
+    @protocol_version.validator
+    def _check_version(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if value not in wire.MESSAGE_VERSIONS or type(value) is not int:
+            raise ValueError(f"protocol_version must be 2 or 3, got {value!r}")
+
+    @expired_timeout.validator
+    def _check_expired(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if value <= self.evasive_timeout:
+            raise ValueError(
+                f"expired_timeout ({value!r} s) must be greater than evasive_timeout "
+                f"({self.evasive_timeout!r} s): a peer must be pinged before it expires"
+            )
+
+    @discovery.validator
+    def _check_discovery(self, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in _DISCOVERY:
+            raise ValueError(f"discovery must be one of {_DISCOVERY}, got {value!r}")
+
+    def __attrs_post_init__(self) -> None:
+        # The HELLO carries name and headers: let the codec judge them now.
+        hello = wire.Hello(1, "tcp://127.0.0.1:1", (), 0, self.name or "x", self.headers)
+        wire.encode(hello)

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-import trizre._node
 from tests import _netguard
 
 pytest_plugins = ["pytester"]
@@ -49,7 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(autouse=True)
 def links_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``--links tcp`` makes every node in the test use TCP even for local peers."""
+    """``--links tcp`` makes TCP the default link, as ``TRIZRE_LOCAL_LINKS=0`` does for users.
+
+    A test that passes ``local_links=True`` itself still gets in-memory links.
+    """
     mode: str = request.config.getoption("--links")
-    monkeypatch.setattr(trizre._node, "_LOCAL_LINKS_ALLOWED", mode == "local")
+    monkeypatch.setenv("TRIZRE_LOCAL_LINKS", "1" if mode == "local" else "0")
     return mode

@@ -13,6 +13,7 @@ import zmq
 
 import trizre
 from trizre import wire
+from trizre._links import LocalInbox, LocalLink, lookup, register, unregister
 from trizre._zsock import ZSocket, context
 
 E = TypeVar("E")
@@ -122,3 +123,53 @@ async def raw_peer(node: trizre.Node) -> AsyncIterator[RawPeer]:
     finally:
         peer.inbox.close()
         peer.outbox.close()
+
+
+class MemoryRawPeer:
+    """A hand-driven ZRE peer in the node's own Trio run, over an in-memory link.
+
+    Nothing touches a socket, so a test can run it under ``autojump_clock``
+    and check presence at exact virtual times.  It reads only when asked;
+    ``deaf()`` makes it look like a node that stopped reading.
+    """
+
+    def __init__(self, node: trizre.Node) -> None:
+        self.uuid = uuid.uuid4()
+        self.endpoint = f"tcp://127.0.0.1:{49152 + self.uuid.int % 16000}"
+        self.inbox = LocalInbox(self.endpoint, 2)
+        target = lookup(node.uuid, node.endpoint, 2)
+        assert target is not None, "the node must allow local links"
+        self.link = LocalLink(target, b"\x01" + self.uuid.bytes, 1000)
+        self.seq = 0
+
+    def next_seq(self) -> int:
+        self.seq = (self.seq + 1) & 0xFFFF
+        return self.seq
+
+    async def send(self, message: wire.Message) -> None:
+        await self.link.send(wire.encode(message))
+
+    async def hello(self, name: str = "raw", groups: tuple[str, ...] = ()) -> None:
+        self.seq = 0
+        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, ()))
+
+    async def receive(self) -> wire.Message:
+        """The next message the node sent us (identity frame stripped)."""
+        (frames,) = await self.inbox.receive_batch(1)
+        return wire.decode(frames[1:])
+
+    def deaf(self) -> None:
+        """From now on, look like a node that stopped reading."""
+        self.inbox.deaf_since = trio.current_time()
+
+
+@asynccontextmanager
+async def memory_raw_peer(node: trizre.Node) -> AsyncIterator[MemoryRawPeer]:
+    peer = MemoryRawPeer(node)
+    register(peer.uuid, peer.inbox)
+    try:
+        yield peer
+    finally:
+        unregister(peer.uuid)
+        peer.inbox.close()
+        peer.link.close()

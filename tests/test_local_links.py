@@ -16,16 +16,16 @@ import trio
 import trio.testing
 
 import trizre
-import trizre._node
 from tests.nodes import FAST, free_udp_port, next_event, open_nodes, wait_for_peers
-from trizre._local import LocalInbox, LocalLink, lookup, register, unregister
+from trizre._links import LocalInbox, LocalLink, lookup, register, unregister
+from trizre._trace import ExitReason
 from trizre._zsock import ZSocket
 
 
 @pytest.fixture(autouse=True)
 def local_links_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests are about local links: run them so even under ``--links tcp``."""
-    monkeypatch.setattr(trizre._node, "_LOCAL_LINKS_ALLOWED", True)
+    monkeypatch.setenv("TRIZRE_LOCAL_LINKS", "1")
 
 
 # ------------------------------------------------------------- sans-I/O
@@ -103,15 +103,17 @@ async def test_closing_the_inbox_wakes_senders_and_reader() -> None:
         assert len(errors) == 2
 
 
-async def test_forced_message_goes_over_the_limit() -> None:
+async def test_last_words_go_over_the_limit_then_the_link_closes() -> None:
     inbox = LocalInbox("tcp://127.0.0.1:1", 2)
     link = LocalLink(inbox, b"\x01me", hwm=1)
     assert link.send_nowait([b"1"])
-    link.force([b"bye"])
-    assert [m[1] for m in await inbox.receive_batch(10)] == [b"1", b"bye"]
-    link.close()
-    link.force([b"ignored"])  # a closed link takes nothing
+    link.close([[b"queued"], [b"bye"]])
+    assert link.closed
+    assert [m[1] for m in await inbox.receive_batch(10)] == [b"1", b"queued", b"bye"]
+    link.close([[b"ignored"]])  # a closed link takes nothing
     assert inbox._queue == type(inbox._queue)()
+    with pytest.raises(trio.ClosedResourceError):
+        link.send_nowait([b"late"])
 
 
 async def test_registry_matches_uuid_endpoint_and_version() -> None:
@@ -268,14 +270,14 @@ async def test_idle_local_peers_stay_responsive_without_pings() -> None:
         ):
             await a.wait_for_peer(b.uuid)
             events = a.events()
-            b_link = a._peers[b.uuid].sock
+            b_link = a._peers[b.uuid].link
             assert isinstance(b_link, LocalLink)
-            sent_before = a._peers[b.uuid].sent_seq
+            sent_before = a._peers[b.uuid].protocol.sent_seq
             with trio.move_on_after(1.0):  # twice the expiry, ten evasive periods
                 event = await next_event(events, trizre.Event)
                 raise AssertionError(f"an idle local peer produced {event}")
             assert a.peer_is_responsive(b.uuid)
-            assert a._peers[b.uuid].sent_seq == sent_before  # no PING went out
+            assert a._peers[b.uuid].protocol.sent_seq == sent_before  # no PING went out
 
 
 async def test_stopped_peer_that_had_dropped_us_is_removed() -> None:
@@ -290,7 +292,7 @@ async def test_stopped_peer_that_had_dropped_us_is_removed() -> None:
             async with trizre.open_node("b", beacon_port=port, beacon_interval=0.05, **timers) as b:
                 await a.wait_for_peer(b.uuid)
                 await b.wait_for_peer(a.uuid)
-                await b._remove_peer(b._peers[a.uuid], "expired")
+                await b._remove_peer(b._peers[a.uuid], ExitReason.EXPIRED)
             exit_event = await next_event(events, trizre.Exit)
             assert exit_event.peer == b.uuid
 

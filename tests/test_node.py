@@ -15,7 +15,6 @@ import trizre
 from tests.nodes import FAST, free_udp_port, next_event, open_nodes, raw_peer, wait_for_peers
 from trizre import _discovery, wire
 from trizre._node import _next_multiple
-from trizre._presence import Liveness
 
 
 async def test_two_nodes_meet_talk_and_part() -> None:
@@ -302,52 +301,6 @@ async def test_hello_pointing_outside_our_network_is_ignored() -> None:
             assert node.peers() == []
 
 
-async def test_presence_evasive_silent_exit_with_short_timers() -> None:
-    port = free_udp_port()
-    with trio.fail_after(10):
-        async with trizre.open_node(
-            "n", beacon_port=port, evasive_timeout=0.2, expired_timeout=1.0, **FAST
-        ) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                start = trio.current_time()
-                assert isinstance(await raw.receive(), wire.Hello)
-                # The raw peer now says nothing at all.
-                await next_event(events, trizre.Evasive)
-                evasive_at = trio.current_time() - start
-                assert isinstance(await raw.receive(), wire.Ping)
-                await next_event(events, trizre.Silent)
-                silent_at = trio.current_time() - start
-                await next_event(events, trizre.Exit)
-                exit_at = trio.current_time() - start
-        assert 0.15 <= evasive_at < silent_at < exit_at
-        assert silent_at >= 0.35
-        assert 0.95 <= exit_at < 3.0
-
-
-async def test_answering_pings_keeps_a_quiet_peer_alive() -> None:
-    port = free_udp_port()
-    with trio.fail_after(10):
-        async with trizre.open_node(
-            "n", beacon_port=port, evasive_timeout=0.1, expired_timeout=0.5, **FAST
-        ) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                pings = 0
-                with trio.move_on_after(1.5):
-                    while True:
-                        message = await raw.receive()
-                        if isinstance(message, wire.Ping):
-                            pings += 1
-                            await raw.send(wire.PingOk(raw.next_seq()))
-                assert pings >= 3
-                assert node.peers() == [raw.uuid]
-
-
 async def test_version_3_nodes_meet_and_ignore_version_2() -> None:
     port = free_udp_port()
     with trio.fail_after(10):
@@ -435,7 +388,7 @@ async def test_stopping_leaves_no_socket_task_or_thread_behind() -> None:
             sockets = [
                 a._inbox,
                 b._inbox,
-                *(p.sock for p in (*a._peers.values(), *b._peers.values())),
+                *(p.link for p in (*a._peers.values(), *b._peers.values())),
             ]
             assert len(sockets) == 4
         assert all(s is not None and s.closed for s in sockets)
@@ -514,25 +467,6 @@ async def test_whisper_nowait_keeps_order_with_whisper() -> None:
                 a.whisper_nowait(uuid.uuid4(), b"x")
 
 
-async def test_peer_by_name_prefers_the_newest_responsive() -> None:
-    port = free_udp_port()
-    with trio.fail_after(10):
-        async with (
-            trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
-            trizre.open_node("twin", beacon_port=port, **FAST) as old,
-        ):
-            assert watcher.peer_by_name("nobody") is None
-            await watcher.wait_for_peer(old.uuid)
-            async with trizre.open_node("twin", beacon_port=port, **FAST) as new:
-                await watcher.wait_for_peer(new.uuid)
-                assert watcher.find_peers("twin") == [old.uuid, new.uuid]
-                assert watcher.peer_by_name("twin") == new.uuid
-                assert await watcher.wait_for_peer("twin") == new.uuid
-                # An unresponsive newest twin loses to a responsive older one.
-                watcher._peers[new.uuid].presence.liveness = Liveness.SILENT
-                assert watcher.peer_by_name("twin") == old.uuid
-
-
 async def _node_in_task(
     port: int, name: str, task_status: trio.TaskStatus[tuple[trizre.Node, trio.CancelScope]]
 ) -> None:
@@ -551,7 +485,7 @@ async def test_nodes_in_one_run_share_one_beacon_socket_and_hand_it_over() -> No
             second, _ = await nursery.start(_node_in_task, port, "second")
             await trio.testing.wait_all_tasks_blocked()
             (hub,) = _discovery._HUBS.get().values()
-            assert first._beacons is second._beacons is hub.socket
+            assert first._discovery is second._discovery is hub
             assert len(hub._listeners) == 2
             host = hub._host
             # Stop the node whose task reads the shared socket...

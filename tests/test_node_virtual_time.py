@@ -1,0 +1,281 @@
+"""The node on exact virtual times: in-memory discovery and links under ``autojump_clock``.
+
+Nothing here opens a beacon socket or a TCP link (each node still binds its
+ROUTER inbox on loopback, which no one uses), so presence and timers are
+checked to the exact virtual instant.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import uuid
+
+import pytest
+import trio
+import trio.testing
+
+import trizre
+from tests.nodes import free_udp_port, memory_raw_peer, next_event
+from trizre import wire
+
+MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
+
+
+async def test_nodes_meet_at_their_first_beacon(autojump_clock: trio.testing.MockClock) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        await trio.sleep(100)
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as a:
+            events = a.events()
+            await trio.sleep(0.25)
+            async with trizre.open_node("b", beacon_port=port, **MEMORY) as b:
+                enter = await next_event(events, trizre.Enter)
+                assert enter.peer == b.uuid
+                assert trio.current_time() == 100.25  # b's first beacon, at once
+                await a.whisper(b.uuid, b"hi")
+            # b's GOODBYE over the link, at the instant it stopped
+            assert (await next_event(events, trizre.Exit)).peer == b.uuid
+            assert trio.current_time() == 100.25
+
+
+async def test_a_deaf_peer_goes_evasive_silent_and_expires_on_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    timers = {"evasive_timeout": 5.0, "expired_timeout": 30.0}
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                start = trio.current_time()
+                assert isinstance(await raw.receive(), wire.Hello)
+                raw.deaf()  # it stops reading: its last sign of life is now
+                await next_event(events, trizre.Evasive)
+                assert trio.current_time() - start == 5.0
+                assert isinstance(await raw.receive(), wire.Ping)
+                assert not node.peer_is_responsive(raw.uuid)
+                await next_event(events, trizre.Silent)
+                assert trio.current_time() - start == 10.0
+                assert isinstance(await raw.receive(), wire.Ping)
+                assert isinstance(await raw.receive(), wire.Ping)  # every 5 s while silent
+                assert trio.current_time() - start == 15.0
+                exit_event = await next_event(events, trizre.Exit)
+                assert exit_event.peer == raw.uuid
+                assert trio.current_time() - start == 30.0
+                assert node.peers() == []
+
+
+async def test_answering_pings_keeps_a_quiet_peer_alive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        async with trizre.open_node(
+            "n", beacon_port=port, evasive_timeout=5.0, expired_timeout=30.0, **MEMORY
+        ) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                raw.deaf()  # only its answers prove it alive
+                pings: list[float] = []
+                with trio.move_on_after(122.5):
+                    while True:
+                        message = await raw.receive()
+                        if isinstance(message, wire.Ping):
+                            pings.append(trio.current_time())
+                            await raw.send(wire.PingOk(raw.next_seq()))
+                            raw.deaf()
+                # One PING per evasive period, answered: never silent, never gone.
+                assert len(pings) == 24
+                assert all(b - a == 5.0 for a, b in itertools.pairwise(pings))
+                assert node.peers() == [raw.uuid]
+        # Evasive before each PING, but never Silent (and present to the end, above).
+        seen = [type(event) async for event in events]
+        assert seen.count(trizre.Evasive) == 24
+        assert trizre.Silent not in seen
+
+
+async def test_a_peer_added_while_presence_sleeps_is_timed_from_its_arrival(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    timers = {"evasive_timeout": 5.0, "expired_timeout": 7.0}
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as first:
+                await first.hello()
+                await next_event(events, trizre.Enter)
+                await trio.sleep(3.0)  # presence now sleeps until first's deadline
+                async with memory_raw_peer(node) as second:
+                    await second.hello()
+                    await next_event(events, trizre.Enter)
+                    arrived = trio.current_time()
+                    second.deaf()
+                    first.deaf()
+                    exit_event = await next_event(
+                        events, trizre.Exit, lambda e: e.peer == second.uuid
+                    )
+                    assert exit_event.peer == second.uuid
+                    assert trio.current_time() == arrived + 7.0
+
+
+async def test_peer_by_name_prefers_the_newest_responsive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher:
+            events = watcher.events()
+            assert watcher.peer_by_name("nobody") is None
+            async with memory_raw_peer(watcher) as old, memory_raw_peer(watcher) as new:
+                await old.hello("twin")
+                await next_event(events, trizre.Enter)
+                await new.hello("twin")
+                await next_event(events, trizre.Enter)
+                assert watcher.find_peers("twin") == [old.uuid, new.uuid]
+                assert watcher.peer_by_name("twin") == new.uuid
+                assert await watcher.wait_for_peer("twin") == new.uuid
+                # The newest twin stops answering: once it is evasive, the
+                # responsive older one wins.
+                new.deaf()
+                evasive = await next_event(events, trizre.Evasive)
+                assert evasive.peer == new.uuid
+                assert watcher.peer_by_name("twin") == old.uuid
+
+
+# ------------------------------------------------------------ closed nodes
+
+
+async def test_every_method_of_a_stopped_node_raises_closed_resource_error() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("gone", beacon_port=port, **MEMORY) as node:
+            pass
+        someone = uuid.uuid4()
+        for call in (
+            node.join("g"),
+            node.leave("g"),
+            node.shout("g", b"x"),
+            node.whisper(someone, b"x"),
+            node.wait_for_peer("bob"),
+            node.wait_for_peer(someone),
+        ):
+            with pytest.raises(trio.ClosedResourceError):
+                await call
+        for query in (
+            node.peers,
+            node.own_groups,
+            node.peer_groups,
+            lambda: node.whisper_nowait(someone, b"x"),
+            lambda: node.peers_by_group("g"),
+            lambda: node.peer_name(someone),
+            lambda: node.find_peers("bob"),
+            lambda: node.peer_by_name("bob"),
+        ):
+            with pytest.raises(trio.ClosedResourceError):
+                query()
+        # Subscribing still works: the subscription says Stop.
+        assert isinstance(await node.events().receive(), trizre.Stop)
+
+
+async def test_wait_for_peer_raises_when_the_node_stops_meanwhile() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            errors: list[BaseException] = []
+
+            async def run() -> None:
+                with trio.CancelScope() as scope:
+                    cancel_node.append(scope)
+                    async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+                        nodes.append(node)
+                        await trio.sleep_forever()
+
+            async def wait(node: trizre.Node) -> None:
+                try:
+                    await node.wait_for_peer("nobody")
+                except trio.ClosedResourceError as exc:
+                    errors.append(exc)
+
+            cancel_node: list[trio.CancelScope] = []
+            nodes: list[trizre.Node] = []
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(wait, nodes[0])
+            await trio.testing.wait_all_tasks_blocked()
+            cancel_node[0].cancel()
+        assert len(errors) == 1
+
+
+# --------------------------------------------------------------- bad input
+
+
+async def test_a_name_where_a_uuid_belongs_is_a_type_error_that_says_what_to_do() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as node:
+            with pytest.raises(TypeError, match=r"uuid.UUID.*peer_by_name\('bob'\)"):
+                await node.whisper("bob", b"hi")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="peer_by_name"):
+                node.peer_name("bob")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"uuid\.UUID, got int"):
+                node.whisper_nowait(42, b"hi")  # type: ignore[arg-type]
+
+
+async def test_empty_group_names_are_rejected() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as node:
+            for call in (node.join(""), node.leave(""), node.shout("", b"x")):
+                with pytest.raises(ValueError, match="empty"):
+                    await call
+            assert node.own_groups() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"evasive_timeout": 5.0, "expired_timeout": 5.0}, ValueError, "greater than"),
+        ({"evasive_timeout": 10.0, "expired_timeout": 2.0}, ValueError, "greater than"),
+        ({"beacon_interval": float("nan")}, ValueError, "beacon_interval"),
+        ({"beacon_interval": "1"}, TypeError, "beacon_interval"),
+        ({"send_hwm": 0}, ValueError, "send_hwm"),
+        ({"send_hwm": 1.5}, TypeError, "send_hwm"),
+        ({"beacon_port": 70000}, ValueError, "beacon_port"),
+        ({"beacon_port": True}, TypeError, "beacon_port"),
+        ({"protocol_version": 1}, ValueError, "protocol_version"),
+        ({"discovery": "carrier-pigeon"}, ValueError, "discovery"),
+        ({"trace_max_bytes": 100}, ValueError, "trace_max_bytes"),
+        ({"local_links": "yes"}, TypeError, "local_links"),
+        ({"headers": [("a", "b")]}, TypeError, "headers"),
+        ({"interface": 7}, TypeError, "interface"),
+    ],
+)
+async def test_bad_options_are_refused_before_anything_starts(
+    options: dict[str, object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        async with trizre.open_node("x", **options):  # type: ignore[arg-type]
+            raise AssertionError("the node started")
+
+
+def test_node_config_holds_every_option_and_is_validated_once() -> None:
+    config = trizre.NodeConfig(name="n", headers={"K": "V"}, evasive_timeout=1, expired_timeout=2)
+    assert config.headers == (("K", "V"),)
+    assert config.beacon_port == wire.DISCOVERY_PORT
+    with pytest.raises(ValueError, match="255"):
+        trizre.NodeConfig(name="é" * 128)
+
+
+async def test_a_busy_beacon_port_says_which_port_and_why() -> None:
+    port = free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as holder:
+        holder.bind(("127.255.255.255", port))  # no SO_REUSEPORT: it will not share
+        with pytest.raises(OSError, match=rf"beacon port {port} .*does not share it"):
+            async with trizre.open_node("x", beacon_port=port, interface="lo"):
+                raise AssertionError("the node started")

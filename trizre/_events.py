@@ -39,7 +39,12 @@ class Enter:
 @final
 @attrs.frozen
 class Exit:
-    """A peer left: it said goodbye, expired, broke the protocol, or we stopped."""
+    """A peer left: it said goodbye (by beacon or GOODBYE), expired, or broke the protocol.
+
+    It also leaves all its groups: no :class:`Leave` is reported for them
+    (as in zyre).  A node that stops reports no ``Exit`` for its peers; its
+    subscriptions end with :class:`Stop`.
+    """
 
     peer: uuid.UUID
     name: str
@@ -58,7 +63,7 @@ class Join:
 @final
 @attrs.frozen
 class Leave:
-    """A peer left a group (also reported for its groups when it exits)."""
+    """A peer left a group (not reported for its groups when it exits: see :class:`Exit`)."""
 
     peer: uuid.UUID
     name: str

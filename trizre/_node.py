@@ -28,7 +28,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Final, final
 from uuid import UUID, uuid4
@@ -58,6 +58,7 @@ from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
 from ._links import Link, LocalInbox, LocalLink, TcpLink, bind_inbox, lookup, register, unregister
 from ._peer import PeerEvent, PeerProtocol, hello_from_stranger
+from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
 from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket
@@ -66,7 +67,6 @@ __all__ = ["Node", "open_node"]
 
 log = logging.getLogger("trizre.node")
 
-_Build = Callable[[int], list[bytes]]  # sequence number -> frames of a data message
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
 _TRACE_KINDS: Final[dict[type, str]] = {
@@ -76,39 +76,6 @@ _TRACE_KINDS: Final[dict[type, str]] = {
     Evasive: kinds.EVASIVE,
     Silent: kinds.SILENT,
 }
-
-
-@final
-class _Peer:
-    """A peer as the node holds it: its protocol, its link, and who waits to send."""
-
-    __slots__ = ("_hex", "_lock", "beacon_key", "link", "protocol", "waiting")
-
-    def __init__(self, protocol: PeerProtocol, link: Link) -> None:
-        self.protocol = protocol
-        self.link = link
-        self.beacon_key: bytes | None = None  # see Node._on_beacon
-        self.waiting = 0  # data senders queued on the lock
-        self._lock: trio.StrictFIFOLock | None = None
-        self._hex: str | None = None
-
-    @property
-    def uuid(self) -> UUID:
-        return self.protocol.uuid
-
-    @property
-    def hex(self) -> str:
-        """The UUID in hex, as traces name peers (computed once, when first traced)."""
-        if self._hex is None:
-            self._hex = self.protocol.uuid.hex
-        return self._hex
-
-    @property
-    def lock(self) -> trio.StrictFIFOLock:
-        """Held by the data sender that waits for room (made for the first one)."""
-        if self._lock is None:
-            self._lock = trio.StrictFIFOLock()
-        return self._lock
 
 
 @final
@@ -133,8 +100,8 @@ class Node:
         self._identity = b"\x01" + self._uuid.bytes
         self._local: LocalInbox | None = None
         self._deaf = 0  # publishers waiting for a full subscriber
-        self._peers: dict[UUID, _Peer] = {}
-        self._by_identity: dict[bytes, _Peer] = {}
+        self._peers: dict[UUID, PeerSession] = {}
+        self._by_identity: dict[bytes, PeerSession] = {}
         self._groups: set[str] = set()
         self._status = 0
         self._fanout = Fanout()
@@ -147,8 +114,8 @@ class Node:
         self._tracer: Tracer | None = None
         # Beacons seen before, by the discovery's key: None, nothing to do;
         # a peer, refresh its presence (beacons_refresh).
-        self._quiet: dict[bytes, _Peer | None] = {}
-        self._leavers: deque[_Peer] = deque()  # announced port 0, to be removed
+        self._quiet: dict[bytes, PeerSession | None] = {}
+        self._leavers: deque[PeerSession] = deque()  # announced port 0, to be removed
         self._leavers_lot = trio.lowlevel.ParkingLot()
         self._unyielded = 0  # sends since the last schedule point (see _yield_due)
 
@@ -190,7 +157,7 @@ class Node:
         if self._stopped:
             raise trio.ClosedResourceError(f"node {self._name!r} has stopped")
 
-    def _entered(self) -> Iterable[_Peer]:
+    def _entered(self) -> Iterable[PeerSession]:
         self._check_open()
         return (p for p in self._peers.values() if p.protocol.ready)
 
@@ -214,7 +181,7 @@ class Node:
             groups |= peer.protocol.groups
         return sorted(groups)
 
-    def _present(self, peer: UUID) -> _Peer:
+    def _present(self, peer: UUID) -> PeerSession:
         self._check_open()
         found = self._peers.get(peer)
         if found is None or not found.protocol.ready:
@@ -326,7 +293,12 @@ class Node:
         def build(seq: int) -> list[bytes]:
             return wire.encode_whisper(seq, content, version)
 
-        seq = await self._send(target, build)
+        # _send, inline: one coroutine less on a flood's per-message path.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if (seq := target.send_nowait(build)) is None:
+            seq = await target.send(build)
+        elif self._yield_due():
+            await trio.lowlevel.cancel_shielded_checkpoint()
         if self._tracer is not None:
             self._tracer.message(kinds.WHISPER_SENT, target.hex, seq)
 
@@ -342,7 +314,7 @@ class Node:
         target = self._present(peer)
         content = _frames(frames)
         version = self._version
-        seq = self._send_nowait(target, lambda seq: wire.encode_whisper(seq, content, version))
+        seq = target.send_nowait(lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
             return False
         if self._tracer is not None:
@@ -371,10 +343,10 @@ class Node:
             return wire.encode(wire.Shout(seq, group, content, version=version))
 
         tracer = self._tracer
-        full: list[_Peer] = []
+        full: list[PeerSession] = []
         for peer in members:
             try:
-                seq = self._send_nowait(peer, build)
+                seq = peer.send_nowait(build)
             except PeerDisconnected:
                 continue
             if seq is None:
@@ -422,28 +394,16 @@ class Node:
         message = kind(0, group, self._status, version=self._version)
         for peer in list(self._peers.values()):
             peer.protocol.queue(message)
-            self._flush(peer)
+            peer.flush()
 
-    async def _send(self, peer: _Peer, build: _Build) -> int:
+    async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        if (seq := self._send_nowait(peer, build)) is None:
-            return await self._send_waiting(peer, build)
+        if (seq := peer.send_nowait(build)) is None:
+            return await peer.send(build)
         if self._yield_due():
             await trio.lowlevel.cancel_shielded_checkpoint()
         return seq
-
-    def _send_nowait(self, peer: _Peer, build: _Build) -> int | None:
-        """Send one data message in sequence if it can go at once; its sequence number."""
-        protocol = peer.protocol
-        if (protocol.has_queued and not self._flush(peer)) or peer.waiting:
-            return None  # others are queued ahead of us: keep the order
-        try:
-            if not peer.link.send_nowait(build(protocol.next_sequence)):
-                return None
-        except trio.ClosedResourceError:
-            raise PeerDisconnected(peer.uuid) from None
-        return protocol.sent()
 
     def _yield_due(self) -> bool:
         """Count a send that did not wait; True once every _YIELD_EVERY.
@@ -458,37 +418,9 @@ class Node:
             return True
         return False
 
-    async def _send_waiting(self, peer: _Peer, build: _Build) -> int:
-        """Wait for room, send what is queued for ``peer``, then this message."""
-        peer.waiting += 1
-        try:
-            async with peer.lock:
-                protocol, link = peer.protocol, peer.link
-                while (frames := protocol.queued()) is not None:
-                    await link.send(frames)
-                    protocol.sent_queued()
-                await link.send(build(protocol.next_sequence))
-                return protocol.sent()
-        except trio.ClosedResourceError:
-            raise PeerDisconnected(peer.uuid) from None
-        finally:
-            peer.waiting -= 1
-
-    def _flush(self, peer: _Peer) -> bool:
-        """Hand queued protocol messages to the link while it has room.
-
-        Returns True once nothing is queued.  A waiting data sender holds
-        the order, so it flushes instead.
-        """
-        protocol, link = peer.protocol, peer.link
-        if not peer.waiting and not link.closed:
-            while (frames := protocol.queued()) is not None and link.send_nowait(frames):
-                protocol.sent_queued()
-        return not protocol.has_queued
-
     # --------------------------------------------------------- peer table
 
-    def _add_peer(self, peer_uuid: UUID, endpoint: str) -> _Peer | None:
+    def _add_peer(self, peer_uuid: UUID, endpoint: str) -> PeerSession | None:
         """Link to a new peer and queue our HELLO to it."""
         host = _endpoint_host(endpoint)
         if host is None or not self._interface.contains(host):
@@ -525,14 +457,14 @@ class Node:
             evasive=self._config.evasive_timeout,
             expired=self._config.expired_timeout,
         )
-        peer = _Peer(protocol, link)
+        peer = PeerSession(protocol, link)
         self._peers[peer_uuid] = peer
         self._by_identity[b"\x01" + peer_uuid.bytes] = peer
-        self._flush(peer)
+        peer.flush()
         self._presence_wakeup.set()
         return peer
 
-    async def _remove_peer(self, peer: _Peer, reason: ExitReason, detail: str = "") -> None:
+    async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
         if self._peers.get(peer.uuid) is not peer:
             return
@@ -588,7 +520,7 @@ class Node:
             await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
 
     async def _after_receive(
-        self, peer: _Peer, frames: Sequence[bytes], events: Sequence[PeerEvent]
+        self, peer: PeerSession, frames: Sequence[bytes], events: Sequence[PeerEvent]
     ) -> None:
         protocol = peer.protocol
         if events and type(events[0]) is Enter:
@@ -596,7 +528,7 @@ class Node:
         for event in events:
             await self._publish_from(peer, event)
         if protocol.has_queued:
-            self._flush(peer)  # a PING-OK
+            peer.flush()  # a PING-OK
         if protocol.ended is not None:
             await self._remove_peer(peer, protocol.ended, protocol.detail)
             if protocol.ended is ExitReason.HELLO:
@@ -604,12 +536,12 @@ class Node:
 
     # -------------------------------------------------------------- events
 
-    async def _publish_from(self, peer: _Peer, event: PeerEvent) -> None:
+    async def _publish_from(self, peer: PeerSession, event: PeerEvent) -> None:
         if self._tracer is not None:
             self._trace(peer, event)
         await self._publish(event)
 
-    def _trace(self, peer: _Peer, event: PeerEvent) -> None:
+    def _trace(self, peer: PeerSession, event: PeerEvent) -> None:
         tracer = self._tracer
         assert tracer is not None
         if isinstance(event, Whisper):
@@ -665,7 +597,7 @@ class Node:
                     protocol.heard(seen)
                 events = protocol.poll(now)
                 if protocol.has_queued:
-                    self._flush(peer)  # PINGs
+                    peer.flush()  # PINGs
                 for event in events:
                     await self._publish_from(peer, event)
                 if protocol.ended is not None:

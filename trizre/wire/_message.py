@@ -701,13 +701,12 @@ def decode(frames: Sequence[bytes], version: int | None = DEFAULT_VERSION) -> Me
             escapes, whatever the input.
     """
     try:
-        # Fast path for the hot case: a WHISPER of the expected version.
-        if frames:
-            head = frames[0]
-            if len(head) == _HEADER_SIZE:
-                sig, command, seen, sequence = _HEADER.unpack(head)
-                if sig == _SIG and command == 2 and seen == version:
-                    return Whisper(sequence, tuple(frames[1:]), version=seen)
+        # The hot case, a WHISPER of the expected version, by the one parser
+        # of its header.
+        if frames and version is not None:
+            sequence = whisper_sequence(frames[0], version)
+            if sequence is not None:
+                return Whisper(sequence, tuple(frames[1:]), version=version)
         return _decode(frames, version)
     except DecodeError:
         raise

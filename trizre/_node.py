@@ -182,9 +182,9 @@ class Node:
         return sorted(groups)
 
     def _present(self, peer: UUID) -> PeerSession:
-        self._check_open()
         found = self._peers.get(peer)
         if found is None or not found.protocol.ready:
+            self._check_open()  # a stopped node has no peers: checked here, off the hot path
             if not isinstance(peer, UUID):
                 hint = (
                     f"; node.peer_by_name({peer!r}) finds a peer's UUID by name"

@@ -584,15 +584,21 @@ class Node:
         while True:
             self._presence_wakeup = wakeup = trio.Event()
             now = trio.current_time()
-            deadline = math.inf
+            # In-process peers that read are skipped below: look again then.
+            deadline = now + self._config.evasive_timeout
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
+                if protocol.has_queued:
+                    peer.flush()  # what found the link full earlier
                 if link.closed:
                     # Only an in-process peer's node closes our link: it
                     # stopped without a GOODBYE to us, having dropped us.
                     await self._remove_peer(peer, ExitReason.GOODBYE)
                     continue
                 seen = link.liveness(now)
+                if seen == now:
+                    protocol.heard(now)  # its node reads: alive, nothing can be due
+                    continue
                 if seen is not None and seen > protocol.presence.last_heard:
                     protocol.heard(seen)
                 events = protocol.poll(now)

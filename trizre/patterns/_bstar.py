@@ -17,6 +17,7 @@ from typing import final
 import trio
 from trio_util import AsyncValue
 
+from .. import _trace as kinds
 from .._events import NodeError, Whisper
 from .._node import Node
 from .._util import unwrap_single_exception_group
@@ -64,7 +65,7 @@ class BinaryStarServer:
             self.state.value = transition.new_state
             if (tracer := self.node.tracer) is not None:
                 tracer.record(
-                    "bstar-state",
+                    kinds.BSTAR_STATE,
                     old_state=transition.old_state.name,
                     state=transition.new_state.name,
                     event=transition.event.name,

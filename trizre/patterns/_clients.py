@@ -11,6 +11,7 @@ from uuid import UUID
 
 import trio
 
+from .. import _trace as kinds
 from .._events import NodeError
 from .._node import Node
 from . import _protocol as proto
@@ -105,7 +106,7 @@ async def _request(
         if tracer is not None:
             name = node.peer_name(peer) if peer in node.peers() else ""
             tracer.record(
-                "request-sent",
+                kinds.REQUEST_SENT,
                 rid=rid,
                 pattern=pattern,
                 service=service,
@@ -118,7 +119,7 @@ async def _request(
         for attempt in range(policy.attempts):
             if attempt and tracer is not None:
                 tracer.record(
-                    "request-retried",
+                    kinds.REQUEST_RETRIED,
                     rid=rid,
                     pattern=pattern,
                     service=service,
@@ -144,7 +145,7 @@ async def _request(
                     reply = pending.reply
                 if tracer is not None:
                     tracer.record(
-                        "request-answered",
+                        kinds.REQUEST_ANSWERED,
                         rid=rid,
                         pattern=pattern,
                         service=service,
@@ -163,7 +164,7 @@ async def _request(
                 )
         if tracer is not None:
             tracer.record(
-                "request-abandoned",
+                kinds.REQUEST_ABANDONED,
                 rid=rid,
                 pattern=pattern,
                 service=service,
@@ -291,7 +292,7 @@ class ServiceClient:
         self._last_used[choice] = self._uses
         if (tracer := node.tracer) is not None:
             tracer.record(
-                "worker-chosen",
+                kinds.WORKER_CHOSEN,
                 rid=f"{pending.request_id:016x}",
                 service=service,
                 peer=choice,

@@ -289,3 +289,25 @@ async def test_reply_cache_runs_a_retried_request_once(
     else:
         assert executions == 3  # without the cache the retry runs it again
         assert reply == (b"done 3",)
+
+
+async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:
+    """A server task that outlives its node: leaving the group is moot, not an error."""
+    port = free_udp_port()
+    ended: list[patterns.Server] = []
+
+    async def serve(node: trizre.Node, task_status: trio.TaskStatus[None]) -> None:
+        async with patterns.open_server(node, labelled("w"), service="echo") as server:
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                ended.append(server)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with trizre.open_node("w", beacon_port=port, **FAST) as node:
+                await nursery.start(serve, node)
+                assert node.own_groups() == ["echo"]
+            nursery.cancel_scope.cancel()  # the node stopped first; the server ends now
+    assert len(ended) == 1

@@ -6,13 +6,14 @@ import logging
 import math
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Final, final
 from uuid import UUID
 
 import attrs
 import trio
 
+from .. import _trace as kinds
 from .._events import NodeError, Whisper
 from .._node import Node
 from .._util import unwrap_single_exception_group
@@ -129,14 +130,127 @@ class ReplyCache:
 
 @final
 class Server:
-    """A running server; counters for tests and monitoring."""
+    """A running server: what :func:`open_server` yields.
 
-    def __init__(self, node: Node, service: str | None) -> None:
+    Its counters are for tests and monitoring: ``executed`` handler runs,
+    ``replied`` replies sent (cached resends included), ``refused``
+    requests refused by the gate (a passive Binary Star server).
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        service: str | None,
+        handler: Handler,
+        *,
+        reply_cache: ReplyCache | None = None,
+        max_concurrency: int = 64,
+        gate: Gate | None = None,
+    ) -> None:
         self.node = node
         self.service = service
-        self.executed = 0  # handler runs
-        self.replied = 0  # replies sent (cached resends included)
-        self.refused = 0  # requests refused by the gate (e.g. a passive Binary Star)
+        self.executed = 0
+        self.replied = 0
+        self.refused = 0
+        self._handler = handler
+        self._cache = reply_cache
+        self._gate = gate
+        self._wanted = service or ""
+        self._limiter = trio.CapacityLimiter(max_concurrency)
+        self._events = node.events()
+        # Replies leave through one task that sends all those queued so far
+        # back to back: one libzmq wake-up per batch rather than per reply.
+        self._outbox: deque[tuple[IncomingRequest, proto.Reply]] = deque()
+        self._outbox_ready = trio.lowlevel.ParkingLot()
+
+    def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
+        if (tracer := self.node.tracer) is not None:
+            tracer.record(
+                kind,
+                rid=f"{request.request_id:016x}",
+                client=request.peer,
+                service=request.service,
+                **fields,
+            )
+
+    async def _serve(self, nursery: trio.Nursery) -> None:
+        """Read requests for us and start a handler for each (up to the limit)."""
+        async for event in self._events:
+            if not isinstance(event, Whisper):
+                continue
+            try:
+                message = proto.decode(event.frames)
+            except proto.PatternDecodeError as exc:
+                log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
+                continue
+            if not isinstance(message, proto.Request) or message.service != self._wanted:
+                continue
+            request = IncomingRequest(
+                event.peer, event.name, message.request_id, message.service, message.body
+            )
+            self._trace(kinds.REQUEST_RECEIVED, request)
+            if self._gate is not None and (status := self._gate(request)) is not None:
+                self.refused += 1
+                self._trace(kinds.REQUEST_REFUSED, request, status=status)
+                await _reply(self.node, event.peer, proto.Reply(request.request_id, status))
+                continue
+            if self._cache is not None and not await self._start_cached(request):
+                continue
+            token = object()  # equal requests (a retry) are still distinct borrowers
+            await self._limiter.acquire_on_behalf_of(token)
+            nursery.start_soon(self._run_one, request, token)
+
+    async def _start_cached(self, request: IncomingRequest) -> bool:
+        """Consult the reply cache: False when the request must not run (again)."""
+        assert self._cache is not None
+        key = (request.peer, request.request_id)
+        cached = self._cache.lookup(key, trio.current_time())
+        if isinstance(cached, proto.Reply):
+            self._trace(kinds.DEDUPE_HIT, request)
+            if await _reply(self.node, request.peer, cached):
+                self.replied += 1
+                self._trace(kinds.REPLY_SENT, request, status=cached.status)
+            return False
+        if cached is not None:
+            return False  # still running: its reply will answer the retry too
+        self._cache.start(key, trio.current_time())
+        return True
+
+    async def _run_one(self, request: IncomingRequest, token: object) -> None:
+        key = (request.peer, request.request_id)
+        try:
+            self.executed += 1
+            self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
+            try:
+                frames = _as_frames(await self._handler(request))
+                reply = proto.Reply(request.request_id, proto.Status.OK, frames)
+            except Exception as exc:
+                log.warning("handler failed on request %#x: %r", request.request_id, exc)
+                reply = proto.Reply(
+                    request.request_id, proto.Status.ERROR, (type(exc).__name__.encode(),)
+                )
+            if self._cache is not None:
+                self._cache.finish(key, reply, trio.current_time())
+            self._outbox.append((request, reply))
+            self._outbox_ready.unpark()
+        except BaseException:
+            if self._cache is not None:
+                self._cache.forget(key)  # not finished: a retry must run it
+            raise
+        finally:
+            self._limiter.release_on_behalf_of(token)
+
+    async def _send_replies(self) -> None:
+        outbox = self._outbox
+        while True:
+            while not outbox:
+                await self._outbox_ready.park()
+            while outbox:
+                request, reply = outbox.popleft()
+                if await _reply(self.node, request.peer, reply):
+                    self.replied += 1
+                    self._trace(kinds.REPLY_SENT, request, status=reply.status)
+            await trio.lowlevel.checkpoint()
 
 
 async def _reply(node: Node, peer: UUID, reply: proto.Reply) -> bool:
@@ -191,110 +305,31 @@ async def open_server(
         check_service_name(service)
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-    wanted = service or ""
-    server = Server(node, service)
-    limiter = trio.CapacityLimiter(max_concurrency)
-    events = node.events()
-
-    tracer = node.tracer
-
-    def trace(kind: str, request: IncomingRequest, **fields: object) -> None:
-        if tracer is not None:
-            tracer.record(
-                kind,
-                rid=f"{request.request_id:016x}",
-                client=request.peer,
-                service=request.service,
-                **fields,
-            )
-
-    async def run_one(request: IncomingRequest, token: object) -> None:
-        key = (request.peer, request.request_id)
-        try:
-            server.executed += 1
-            trace("request-executed", request, idempotent=reply_cache is not None)
-            try:
-                frames = _as_frames(await handler(request))
-                reply = proto.Reply(request.request_id, proto.Status.OK, frames)
-            except Exception as exc:
-                log.warning("handler failed on request %#x: %r", request.request_id, exc)
-                reply = proto.Reply(
-                    request.request_id, proto.Status.ERROR, (type(exc).__name__.encode(),)
-                )
-            if reply_cache is not None:
-                reply_cache.finish(key, reply, trio.current_time())
-            outbox.append((request, reply))
-            outbox_ready.unpark()
-        except BaseException:
-            if reply_cache is not None:
-                reply_cache.forget(key)  # not finished: a retry must run it
-            raise
-        finally:
-            limiter.release_on_behalf_of(token)
-
-    # Replies leave through one task that sends all those queued so far
-    # back to back: one libzmq wake-up per batch rather than per reply.
-    outbox: deque[tuple[IncomingRequest, proto.Reply]] = deque()
-    outbox_ready = trio.lowlevel.ParkingLot()
-
-    async def send_replies() -> None:
-        while True:
-            while not outbox:
-                await outbox_ready.park()
-            while outbox:
-                request, reply = outbox.popleft()
-                if await _reply(node, request.peer, reply):
-                    server.replied += 1
-                    trace("reply-sent", request, status=reply.status)
-            await trio.lowlevel.checkpoint()
-
-    async def serve(nursery: trio.Nursery) -> None:
-        async for event in events:
-            if not isinstance(event, Whisper):
-                continue
-            try:
-                message = proto.decode(event.frames)
-            except proto.PatternDecodeError as exc:
-                log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
-                continue
-            if not isinstance(message, proto.Request) or message.service != wanted:
-                continue
-            request = IncomingRequest(
-                event.peer, event.name, message.request_id, message.service, message.body
-            )
-            trace("request-received", request)
-            if _gate is not None and (status := _gate(request)) is not None:
-                server.refused += 1
-                trace("request-refused", request, status=status)
-                await _reply(node, event.peer, proto.Reply(request.request_id, status))
-                continue
-            if reply_cache is not None:
-                key = (request.peer, request.request_id)
-                cached = reply_cache.lookup(key, trio.current_time())
-                if isinstance(cached, proto.Reply):
-                    trace("dedupe-hit", request)
-                    if await _reply(node, request.peer, cached):
-                        server.replied += 1
-                        trace("reply-sent", request, status=cached.status)
-                    continue
-                if cached is not None:
-                    continue  # still running: its reply will answer the retry too
-                reply_cache.start(key, trio.current_time())
-            token = object()  # equal requests (a retry) are still distinct borrowers
-            await limiter.acquire_on_behalf_of(token)
-            nursery.start_soon(run_one, request, token)
-
+    server = Server(
+        node,
+        service,
+        handler,
+        reply_cache=reply_cache,
+        max_concurrency=max_concurrency,
+        gate=_gate,
+    )
     with unwrap_single_exception_group():
         async with trio.open_nursery() as nursery:
             if service is not None:
                 await node.join(service)
-            nursery.start_soon(serve, nursery)
-            nursery.start_soon(send_replies)
+            nursery.start_soon(server._serve, nursery)
+            nursery.start_soon(server._send_replies)
             try:
                 yield server
             finally:
-                events.close()
+                server._events.close()
                 nursery.cancel_scope.cancel()
                 if service is not None:
                     with trio.CancelScope(shield=True):
-                        await node.leave(service)
+                        await _leave(node, service)
+
+
+async def _leave(node: Node, service: str) -> None:
+    """Leave the service's group, unless the node already stopped (its peers know)."""
+    with suppress(trio.ClosedResourceError):
+        await node.leave(service)

@@ -12,6 +12,7 @@ from uuid import UUID
 
 import attrs
 import trio
+from trio_util import RepeatedEvent
 
 from .._events import Exit, Leave, Silent, Whisper
 from .._fanout import EventStream
@@ -121,6 +122,8 @@ class _Pending:
 
     async def wait(self) -> None:
         """Wait for a reply or the loss of the current target."""
+        # A latch, not trio_util.RepeatedEvent (which waits for the next
+        # set): a reply that arrives before the client waits must wake it.
         await self._wake.wait()
         self._wake = trio.Event()
 
@@ -144,7 +147,7 @@ class ReplyRouter:
         # Attempts that timed out per peer since its last reply: a peer that
         # answers PINGs but not requests (a stuck worker) is "suspect".
         self.suspicion: dict[UUID, int] = {}
-        self._membership = trio.Event()
+        self._membership = RepeatedEvent()
 
     def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:
@@ -207,7 +210,6 @@ class ReplyRouter:
                         pending.lost = True
                         pending.wake()
             self._membership.set()
-            self._membership = trio.Event()
 
     def timed_out(self, pending: _Pending) -> None:
         """An attempt to ``pending.current`` went unanswered: suspect it."""

@@ -23,7 +23,6 @@ pytest.importorskip("pyspark")
 
 from trizre.audit import _java, cli
 from trizre.audit._rules import (
-    bstar_timeline,
     latency_histogram,
     latency_stats,
     overview,
@@ -34,6 +33,7 @@ from trizre.audit._rules import (
     tag_lines,
     valid_lines,
 )
+from trizre.audit._timeline import bstar_timeline
 
 try:
     _java.find_java()

@@ -22,6 +22,8 @@ from typing import Any, Final, final
 from uuid import UUID
 
 __all__ = [
+    "ACTIVE_STATE",
+    "BINARY_STAR",
     "BSTAR_STATE",
     "CLIENT_SIDE_KINDS",
     "DEDUPE_HIT",
@@ -31,6 +33,7 @@ __all__ = [
     "HEARD_FROM_KINDS",
     "JOIN",
     "KINDS",
+    "LAZY_PIRATE",
     "LEAVE",
     "NODE_START",
     "NODE_STOP",
@@ -44,6 +47,7 @@ __all__ = [
     "REQUEST_SENT",
     "SCHEMA_VERSION",
     "SERVER_SIDE_KINDS",
+    "SERVICE",
     "SHOUT_RECEIVED",
     "SHOUT_SENT",
     "SILENT",
@@ -116,6 +120,13 @@ HEARD_FROM_KINDS: Final = (
 """Kinds proving the observer just heard from the peer named in ``peer``
 (or ``client``): the audit's presence rule measures from the last of these
 to an ``exit``.  Lines about what the observer *sent* prove nothing."""
+
+# Values of the ``pattern`` field, and the Binary Star state the audit
+# watches (``state`` is the state's name, compared case-insensitively).
+LAZY_PIRATE: Final = "lazy-pirate"
+SERVICE: Final = "service"
+BINARY_STAR: Final = "binary-star"
+ACTIVE_STATE: Final = "ACTIVE"
 
 KINDS: Final = frozenset(
     {

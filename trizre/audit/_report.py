@@ -14,17 +14,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-# The request counts of summary.json (made by _rules), with their report labels.
-REQUEST_COUNTS: Final = {
-    "requests": "requests",
-    "sent": "sent",
-    "answered": "answered",
-    "abandoned": "abandoned",
-    "retried": "retried",
-    "executions": "executions",
-    "dedupe_hits": "dedupe hits",
-    "refused": "refused (503)",
-}
+from ._summary import (
+    REQUEST_COUNTS,
+    BstarSummary,
+    Flag,
+    HistogramBin,
+    LatencyStats,
+    LatencySummary,
+    Summary,
+)
 
 SUMMARY_FILE: Final = "summary.json"
 HTML_FILE: Final = "report.html"
@@ -53,7 +51,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_summary(summary: dict[str, Any], out_dir: Path) -> Path:
+def write_summary(summary: Summary, out_dir: Path) -> Path:
     """Write ``summary.json`` (indented, keys in insertion order)."""
     path = out_dir / SUMMARY_FILE
     path.write_text(json.dumps(_finite(summary), indent=2, allow_nan=False) + "\n", "utf-8")
@@ -117,18 +115,16 @@ def _decade(exponent: int) -> str:
     return f"1e{exponent} s"
 
 
-def latency_svg(histogram: Sequence[dict[str, Any]], latency: dict[str, Any]) -> str:
+def latency_svg(histogram: Sequence[HistogramBin], latency: LatencySummary) -> str:
     """Bars of answered requests per log-spaced latency bin, with p50/p90/p99 marks.
 
     Both axes are logarithmic, so that a tail of a few slow requests shows.
     """
-    bins = [b for b in histogram if b.get("bin") is not None]
-    if not bins:
+    counts = {b["bin"]: b["count"] for b in histogram if b["bin"] is not None}
+    if not counts:
         return '<p class="muted">No answered request carries a latency.</p>'
     width, height, left, bottom, top = 760, 270, 72, 42, 18
-    lo_bin = min(int(b["bin"]) for b in bins)
-    hi_bin = max(int(b["bin"]) for b in bins)
-    counts = {int(b["bin"]): int(b["count"]) for b in bins}
+    lo_bin, hi_bin = min(counts), max(counts)
     n = hi_bin - lo_bin + 1
     plot_w = width - left - 16
     plot_h = height - top - bottom
@@ -177,11 +173,9 @@ def latency_svg(histogram: Sequence[dict[str, Any]], latency: dict[str, Any]) ->
                 f'<text x="{x:.1f}" y="{top + plot_h + 18}" text-anchor="middle" '
                 f'font-size="11">{_e(_decade(b // HISTOGRAM_BINS_PER_DECADE))}</text>'
             )
-    overall = latency.get("overall", {})
-    for row, (key, colour) in enumerate(
-        (("p50", "#2e9d4e"), ("p90", "#e08a1e"), ("p99", "#c0392b"))
-    ):
-        value = overall.get(key)
+    overall = latency["overall"]
+    marks = (("p50", overall["p50"], "#2e9d4e"), ("p90", overall["p90"], "#e08a1e"))
+    for row, (key, value, colour) in enumerate((*marks, ("p99", overall["p99"], "#c0392b"))):
         if value is None or value <= 0:
             continue
         pos = (math.log10(value) * HISTOGRAM_BINS_PER_DECADE - lo_bin) / n
@@ -199,7 +193,7 @@ def latency_svg(histogram: Sequence[dict[str, Any]], latency: dict[str, Any]) ->
     return "".join(parts)
 
 
-def timeline_svg(bstar: dict[str, Any], origin: float) -> str:
+def timeline_svg(bstar: BstarSummary, origin: float) -> str:
     """One row per Binary Star server, coloured by state; no-ACTIVE and
     dual-ACTIVE intervals shaded across all rows; failovers as dashed lines."""
     servers = bstar.get("servers") or []
@@ -207,8 +201,8 @@ def timeline_svg(bstar: dict[str, Any], origin: float) -> str:
         return '<p class="muted">No Binary Star server in these traces.</p>'
     starts = [seg["start"] for s in servers for seg in s["segments"]]
     ends = [seg["end"] for s in servers for seg in s["segments"]]
-    if bstar.get("trace_end") is not None:
-        ends.append(bstar["trace_end"])
+    if (trace_end := bstar["trace_end"]) is not None:
+        ends.append(trace_end)
     if not starts:
         return '<p class="muted">No Binary Star state recorded.</p>'
     t0, t1 = min(starts), max(ends)
@@ -309,7 +303,7 @@ th { background: #f4f4f4; } td.num, th.num { text-align: right; }
 """
 
 
-def _flag_rows(flags: dict[str, Any]) -> list[list[str]]:
+def _flag_rows(flags: dict[str, Flag]) -> list[list[str]]:
     rows = []
     for name, flag in flags.items():
         count = int(flag["count"])
@@ -326,7 +320,7 @@ def _flag_rows(flags: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _latency_rows(stats: dict[str, Any], label: str) -> list[str]:
+def _latency_rows(stats: LatencyStats, label: str) -> list[str]:
     return [
         _e(label),
         f"{int(stats['count']):,}",
@@ -337,7 +331,7 @@ def _latency_rows(stats: dict[str, Any], label: str) -> list[str]:
     ]
 
 
-def render_html(summary: dict[str, Any], exit_code: int) -> str:
+def render_html(summary: Summary, exit_code: int) -> str:
     """The whole report page."""
     inp = summary["input"]
     origin = float(inp.get("start") or 0.0)
@@ -373,7 +367,11 @@ def render_html(summary: dict[str, Any], exit_code: int) -> str:
                 ],
                 [
                     "span",
-                    _secs((inp["end"] - inp["start"]) if inp.get("end") is not None else None),
+                    _secs(
+                        inp["end"] - inp["start"]
+                        if inp["end"] is not None and inp["start"] is not None
+                        else None
+                    ),
                 ],
             ],
         ),
@@ -530,7 +528,7 @@ def render_html(summary: dict[str, Any], exit_code: int) -> str:
     return "\n".join(out)
 
 
-def write_html(summary: dict[str, Any], out_dir: Path, exit_code: int) -> Path:
+def write_html(summary: Summary, out_dir: Path, exit_code: int) -> Path:
     """Write ``report.html``."""
     path = out_dir / HTML_FILE
     path.write_text(render_html(_finite(summary), exit_code), "utf-8")

@@ -24,16 +24,43 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, final
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from .. import _trace as T
 from . import _schema as S
-from ._report import REQUEST_COUNTS
+from ._summary import (
+    FLAGS,
+    INFO_FLAGS,
+    REQUEST_COUNTS,
+    ClientGap,
+    ExitEntry,
+    FailoverOutage,
+    Flag,
+    HistogramBin,
+    LatencyStats,
+    LatencySummary,
+    Observer,
+    PresenceSummary,
+    RequestId,
+    RequestSummary,
+    Summary,
+    failed,
+)
+from ._timeline import (
+    ExitLine,
+    Failover,
+    NodeInfo,
+    Overview,
+    StateChange,
+    bstar_timeline,
+    nearest_rank,
+)
 
 CLOCKS: Final = ("m", "t")
 """Which time field the audit orders and measures by."""
@@ -47,13 +74,7 @@ HISTOGRAM_BINS_PER_DECADE: Final = 10
 
 NODES_LISTED: Final = 1000
 
-FLAGS: Final = ("lost", "duplicate_execution", "double_reply", "out_of_order")
-"""Per-request flags that make the audit fail (exit code 1)."""
-
-INFO_FLAGS: Final = ("re_executed", "orphan")
-"""Per-request observations listed but allowed."""
-
-_SMALL_KINDS: Final = (S.BSTAR_STATE, S.NODE_START, S.NODE_STOP, S.EXIT)
+_SMALL_KINDS: Final = (T.BSTAR_STATE, T.NODE_START, T.NODE_STOP, T.EXIT)
 """Rare kinds whose lines the overview brings back to the driver."""
 
 _INF: Final = float("inf")
@@ -98,7 +119,7 @@ def _line_status(clock: str) -> Column:
     return (
         F.when(F.col(S.CORRUPT_COLUMN).isNotNull(), F.lit("malformed"))
         .when(
-            F.col("v").isNull() | (F.col("v") != S.SCHEMA_VERSION),
+            F.col("v").isNull() | (F.col("v") != T.SCHEMA_VERSION),
             F.lit("other-version"),
         )
         .when(
@@ -151,74 +172,6 @@ def valid_lines(tagged: DataFrame) -> DataFrame:
 
 # --------------------------------------------------------------------------
 # Pass 1: overview
-
-
-@final
-@dataclass(frozen=True)
-class StateChange:
-    """One ``bstar-state`` line."""
-
-    ts: float
-    old_state: str | None
-    state: str
-    event: str | None
-
-
-@final
-@dataclass(frozen=True)
-class ExitLine:
-    """One ``exit`` line."""
-
-    ts: float
-    peer: str
-    peer_name: str | None
-    reason: str | None
-
-
-@final
-@dataclass
-class NodeInfo:
-    """What one node wrote."""
-
-    node: str
-    name: str | None = None
-    lines: int = 0
-    first_ts: float = _INF
-    last_ts: float = -_INF
-    kinds: dict[str, int] = field(default_factory=dict)
-    changes: list[StateChange] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)
-    stops: list[float] = field(default_factory=list)
-    exits: list[ExitLine] = field(default_factory=list)
-
-
-@final
-@dataclass
-class Overview:
-    """Pass 1: counts, and the rare lines, per node."""
-
-    lines: int = 0
-    malformed: int = 0
-    other_version: int = 0
-    incomplete: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-    nodes: dict[str, NodeInfo] = field(default_factory=dict)
-
-    @property
-    def valid(self) -> int:
-        return self.kinds_total
-
-    @property
-    def kinds_total(self) -> int:
-        return sum(self.kinds.values())
-
-    @property
-    def start(self) -> float | None:
-        return min((n.first_ts for n in self.nodes.values()), default=None)
-
-    @property
-    def end(self) -> float | None:
-        return max((n.last_ts for n in self.nodes.values()), default=None)
 
 
 def overview(tagged: DataFrame) -> Overview:
@@ -277,15 +230,15 @@ def overview(tagged: DataFrame) -> Overview:
         info.last_ts = max(info.last_ts, float(row["last_ts"]))
         for item in row["small"]:
             ts = float(item["ts"])
-            if kind == S.BSTAR_STATE and item["state"] is not None:
+            if kind == T.BSTAR_STATE and item["state"] is not None:
                 info.changes.append(
                     StateChange(ts, item["old_state"], str(item["state"]), item["event"])
                 )
-            elif kind == S.NODE_START:
+            elif kind == T.NODE_START:
                 info.starts.append(ts)
-            elif kind == S.NODE_STOP:
+            elif kind == T.NODE_STOP:
                 info.stops.append(ts)
-            elif kind == S.EXIT and item["peer"] is not None:
+            elif kind == T.EXIT and item["peer"] is not None:
                 info.exits.append(
                     ExitLine(ts, str(item["peer"]), item["peer_name"], item["reason"])
                 )
@@ -337,9 +290,9 @@ def request_table(lines: DataFrame) -> DataFrame:
     A single grouped aggregation: every request line is keyed by its client
     (``node`` on client-side kinds, ``client`` on server-side ones).
     """
-    kinds = (*S.CLIENT_SIDE_KINDS, *S.SERVER_SIDE_KINDS)
+    kinds = (*T.CLIENT_SIDE_KINDS, *T.SERVER_SIDE_KINDS)
     keyed = lines.where(_kind(*kinds) & F.col("rid").isNotNull()).select(
-        F.when(_kind(*S.CLIENT_SIDE_KINDS), F.col("node")).otherwise(F.col("client")).alias("key"),
+        F.when(_kind(*T.CLIENT_SIDE_KINDS), F.col("node")).otherwise(F.col("client")).alias("key"),
         "rid",
         "kind",
         "ts",
@@ -352,10 +305,10 @@ def request_table(lines: DataFrame) -> DataFrame:
         "latency",
         "idempotent",
     )
-    sent = _kind(S.REQUEST_SENT)
-    executed = _kind(S.REQUEST_EXECUTED)
-    answered = _kind(S.REQUEST_ANSWERED)
-    abandoned = _kind(S.REQUEST_ABANDONED)
+    sent = _kind(T.REQUEST_SENT)
+    executed = _kind(T.REQUEST_EXECUTED)
+    answered = _kind(T.REQUEST_ANSWERED)
+    abandoned = _kind(T.REQUEST_ABANDONED)
     first_answer = F.min(
         F.when(
             answered,
@@ -375,7 +328,7 @@ def request_table(lines: DataFrame) -> DataFrame:
             F.max("service").alias("service"),
             F.min(F.when(sent, F.col("ts"))).alias("first_sent_ts"),
             F.count(F.when(sent, 1)).alias("sends"),
-            F.max(F.when(_kind(S.REQUEST_SENT, S.REQUEST_RETRIED), F.col("attempt"))).alias(
+            F.max(F.when(_kind(T.REQUEST_SENT, T.REQUEST_RETRIED), F.col("attempt"))).alias(
                 "attempts"
             ),
             F.array_sort(F.collect_set(F.when(executed, F.col("node")))).alias("workers"),
@@ -385,10 +338,10 @@ def request_table(lines: DataFrame) -> DataFrame:
             F.collect_list(F.when(executed & F.col("idempotent"), F.col("node"))).alias(
                 "idempotent_runs"
             ),
-            F.count(F.when(_kind(S.REQUEST_RECEIVED), 1)).alias("received"),
-            F.count(F.when(_kind(S.DEDUPE_HIT), 1)).alias("dedupe_hits"),
-            F.count(F.when(_kind(S.REQUEST_REFUSED), 1)).alias("refused"),
-            F.count(F.when(_kind(S.REPLY_SENT), 1)).alias("replies_sent"),
+            F.count(F.when(_kind(T.REQUEST_RECEIVED), 1)).alias("received"),
+            F.count(F.when(_kind(T.DEDUPE_HIT), 1)).alias("dedupe_hits"),
+            F.count(F.when(_kind(T.REQUEST_REFUSED), 1)).alias("refused"),
+            F.count(F.when(_kind(T.REPLY_SENT), 1)).alias("replies_sent"),
             F.count(F.when(answered, 1)).alias("answers"),
             first_answer.alias("first_answer"),
             F.max(F.when(answered, F.col("ts"))).alias("last_answered_ts"),
@@ -426,7 +379,7 @@ def request_table(lines: DataFrame) -> DataFrame:
     )
 
 
-def _request_id(row: Row) -> dict[str, Any]:
+def _request_id(row: Row) -> RequestId:
     return {
         "client": row["client"],
         "rid": row["rid"],
@@ -440,7 +393,7 @@ def _request_id(row: Row) -> dict[str, Any]:
     }
 
 
-def request_summary(table: DataFrame, max_listed: int) -> dict[str, Any]:
+def request_summary(table: DataFrame, max_listed: int) -> RequestSummary:
     """Counts, flags (with up to *max_listed* offending requests each), retries."""
 
     def count_of(column: str) -> Column:
@@ -458,7 +411,7 @@ def request_summary(table: DataFrame, max_listed: int) -> dict[str, Any]:
         *(count_of(name) for name in (*FLAGS, *INFO_FLAGS)),
     ).collect()[0]
     order: list[Column | str] = [F.col("first_sent_ts").asc_nulls_last(), "client", "rid"]
-    flags: dict[str, Any] = {}
+    flags: dict[str, Flag] = {}
     for name in (*FLAGS, *INFO_FLAGS):
         count = _int(totals[name])
         listed = (
@@ -487,17 +440,19 @@ def request_summary(table: DataFrame, max_listed: int) -> dict[str, Any]:
     return {"counts": counts, "flags": flags, "retries": retries}
 
 
-def _latency_row(row: Row) -> dict[str, Any]:
-    quantiles = row["q"] or [None] * len(PERCENTILES)
-    out: dict[str, Any] = {"count": _int(row["n"])}
-    for p, value in zip(PERCENTILES, quantiles, strict=True):
-        out[f"p{round(p * 100):d}"] = _float(value)
-    out["max"] = _float(row["max"])
-    out["mean"] = _float(row["mean"])
-    return out
+def _latency_row(row: Row) -> LatencyStats:
+    p50, p90, p99 = row["q"] or [None] * len(PERCENTILES)
+    return {
+        "count": _int(row["n"]),
+        "p50": _float(p50),
+        "p90": _float(p90),
+        "p99": _float(p99),
+        "max": _float(row["max"]),
+        "mean": _float(row["mean"]),
+    }
 
 
-def latency_stats(table: DataFrame) -> dict[str, Any]:
+def latency_stats(table: DataFrame) -> LatencySummary:
     """p50/p90/p99/max of the first answer's ``latency``: overall, per pattern, per service."""
     answered = table.where(F.col("latency").isNotNull())
     aggs = (
@@ -506,15 +461,20 @@ def latency_stats(table: DataFrame) -> dict[str, Any]:
         F.max("latency").alias("max"),
         F.avg("latency").alias("mean"),
     )
-    overall = answered.agg(*aggs).collect()[0]
-    out: dict[str, Any] = {"overall": _latency_row(overall)}
-    for key in ("pattern", "service"):
+
+    def by(key: str) -> dict[str, LatencyStats]:
         rows = answered.groupBy(key).agg(*aggs).orderBy(key).collect()
-        out[f"by_{key}"] = {str(r[key]): _latency_row(r) for r in rows}
-    return out
+        return {str(r[key]): _latency_row(r) for r in rows}
+
+    overall = answered.agg(*aggs).collect()[0]
+    return {
+        "overall": _latency_row(overall),
+        "by_pattern": by("pattern"),
+        "by_service": by("service"),
+    }
 
 
-def latency_histogram(table: DataFrame) -> list[dict[str, Any]]:
+def latency_histogram(table: DataFrame) -> list[HistogramBin]:
     """Answered requests per latency bin, 10 log-spaced bins per decade.
 
     Bin ``k`` holds latencies in [10^(k/10), 10^((k+1)/10)) seconds;
@@ -532,7 +492,7 @@ def latency_histogram(table: DataFrame) -> list[dict[str, Any]]:
         .count()
         .collect()
     )
-    bins = []
+    bins: list[HistogramBin] = []
     for row in rows:
         b = row["bin"]
         if b is None:
@@ -546,185 +506,8 @@ def latency_histogram(table: DataFrame) -> list[dict[str, Any]]:
                     "bin": int(b),
                 }
             )
-    bins.sort(key=lambda d: -math.inf if d["bin"] is None else d["bin"])
+    bins.sort(key=lambda d: -math.inf if d["bin"] is None else float(d["bin"]))
     return bins
-
-
-# --------------------------------------------------------------------------
-# Binary Star (driver side)
-
-
-@final
-@dataclass(frozen=True)
-class Segment:
-    """A server in one state from ``start`` to ``end``."""
-
-    node: str
-    start: float
-    end: float
-    state: str
-    end_reason: str
-    """``state`` (a new state line), ``stop`` (node-stop), ``restart``
-    (node-start under the same UUID) or ``last-line`` (the node wrote nothing
-    more: killed, or the trace ends)."""
-
-    @property
-    def active(self) -> bool:
-        return self.state.upper() == S.ACTIVE_STATE
-
-
-def server_segments(info: NodeInfo) -> list[Segment]:
-    """The states of one Binary Star server over time.
-
-    A state lasts until the next ``bstar-state`` line, a ``node-stop``, a
-    ``node-start`` (a restart under the same UUID), or else the node's last
-    line: a server killed without a trace of it is presumed dead after the
-    last line it wrote.
-    """
-    marks: list[tuple[float, int, str | None, str]] = []
-    marks.extend((ts, 0, None, "restart") for ts in info.starts)
-    marks.extend((ts, 0, None, "stop") for ts in info.stops)
-    marks.extend((c.ts, 1, c.state, "state") for c in info.changes)
-    marks.sort(key=lambda x: (x[0], x[1]))
-    segments: list[Segment] = []
-    current: tuple[float, str] | None = None
-    for ts, _, state, reason in marks:
-        if current is not None and ts > current[0]:
-            segments.append(Segment(info.node, current[0], ts, current[1], reason))
-        current = None if state is None else (ts, state)
-    if current is not None:
-        end = max(current[0], info.last_ts)
-        segments.append(Segment(info.node, current[0], end, current[1], "last-line"))
-    # Merge consecutive segments in the same state (a repeated state line).
-    merged: list[Segment] = []
-    for seg in segments:
-        last = merged[-1] if merged else None
-        if last is not None and last.state == seg.state and last.end == seg.start:
-            merged[-1] = Segment(seg.node, last.start, seg.end, seg.state, seg.end_reason)
-        else:
-            merged.append(seg)
-    return merged
-
-
-@final
-@dataclass(frozen=True)
-class Failover:
-    """A server becoming ACTIVE after the first activation of the trace."""
-
-    at: float
-    new: str
-    old: str | None
-    """The server whose ACTIVE period started last before ``at``."""
-    after: float
-    """The previous activation (lower bound for the old server's last answer)."""
-    before: float
-    """The next activation (upper bound for the new server's first answer)."""
-
-
-def bstar_timeline(ov: Overview) -> tuple[dict[str, Any], list[Failover]]:
-    """Servers' states, no-ACTIVE intervals, dual-ACTIVE intervals, failovers.
-
-    Pure Python over the collected ``bstar-state`` lines (see
-    :func:`server_segments` for how a state ends).
-    """
-    servers = [info for info in ov.nodes.values() if info.changes]
-    servers.sort(key=lambda i: (i.name or "", i.node))
-    trace_end = ov.end
-    segments = {info.node: server_segments(info) for info in servers}
-    active = sorted(
-        (seg for segs in segments.values() for seg in segs if seg.active),
-        key=lambda s: (s.start, s.node),
-    )
-    out: dict[str, Any] = {
-        "servers": [
-            {
-                "node": info.node,
-                "name": info.name,
-                "changes": len(info.changes),
-                "last_ts": info.last_ts,
-                "stopped": bool(info.stops),
-                "segments": [
-                    {"start": s.start, "end": s.end, "state": s.state, "end_reason": s.end_reason}
-                    for s in segments[info.node]
-                ],
-            }
-            for info in servers
-        ],
-        "first_active": None,
-        "trace_end": trace_end,
-        "no_active": [],
-        "dual_active": [],
-        "failovers": [],
-    }
-    if not active or trace_end is None:
-        return out, []
-    out["first_active"] = active[0].start
-
-    # Sweep over the ACTIVE periods; at equal times an end comes before a start.
-    events = [(seg.start, 1, seg) for seg in active if seg.end > seg.start]
-    events += [(seg.end, -1, seg) for seg in active if seg.end > seg.start]
-    events.sort(key=lambda e: (e[0], e[1], e[2].node))
-    running: list[Segment] = []
-    no_active: list[dict[str, Any]] = []
-    dual: list[dict[str, Any]] = []
-    gap: Segment | None = None  # the period whose end left no server ACTIVE
-    dual_start = 0.0
-    dual_nodes: set[str] = set()
-    for ts, delta, seg in events:
-        if delta > 0:
-            if not running and gap is not None:
-                if ts > gap.end:
-                    no_active.append(_gap(gap, ts, trace_end))
-                gap = None
-            running.append(seg)
-            if len(running) == 2:
-                dual_start = ts
-                dual_nodes = {s.node for s in running}
-            elif len(running) > 2:
-                dual_nodes.add(seg.node)
-        else:
-            if len(running) == 2 and ts > dual_start:
-                dual.append(
-                    {
-                        "start": dual_start,
-                        "end": ts,
-                        "duration": ts - dual_start,
-                        "servers": sorted(dual_nodes),
-                    }
-                )
-            running.remove(seg)
-            if not running:
-                gap = seg
-    if gap is not None and trace_end > gap.end:
-        no_active.append(_gap(gap, trace_end, trace_end))
-    if not events:  # only instantaneous ACTIVE periods: nobody was ever seen ACTIVE for long
-        first = active[0]
-        if trace_end > first.start:
-            no_active.append(_gap(first, trace_end, trace_end))
-    out["no_active"] = no_active
-    out["dual_active"] = dual
-
-    failovers: list[Failover] = []
-    later = active[1:]
-    previous = active[0].start
-    for i, seg in enumerate(later):
-        earlier = [s for s in active if s.start < seg.start and s.node != seg.node]
-        old = max(earlier, key=lambda s: s.start).node if earlier else None
-        nxt = later[i + 1].start if i + 1 < len(later) else _INF
-        failovers.append(Failover(at=seg.start, new=seg.node, old=old, after=previous, before=nxt))
-        previous = seg.start
-    return out, failovers
-
-
-def _gap(ended: Segment, until: float, trace_end: float) -> dict[str, Any]:
-    return {
-        "start": ended.end,
-        "end": until,
-        "duration": until - ended.end,
-        "after": ended.node,
-        "cause": ended.end_reason,
-        "ends_at_trace_end": until >= trace_end,
-    }
 
 
 def failover_outages(
@@ -732,7 +515,7 @@ def failover_outages(
     table: DataFrame,
     failovers: Sequence[Failover],
     max_listed: int,
-) -> list[dict[str, Any]]:
+) -> list[FailoverOutage]:
     """Client-visible outage of each failover, per client.
 
     For failover at time T from server *old* to *new*: for each client, the
@@ -764,7 +547,7 @@ def failover_outages(
     # A literal table built in the JVM (no Python worker needed).
     fo_df = spark.range(1).select(F.inline(F.array(*rows)))
     answers = table.where(
-        (F.col("pattern") == S.BINARY_STAR)
+        (F.col("pattern") == T.BINARY_STAR)
         & F.col("answered_ts").isNotNull()
         & F.coalesce(F.col("status") != 503, F.lit(True))
     ).select("client", "answered_by", "answered_ts", "latency")
@@ -782,12 +565,12 @@ def failover_outages(
         )
         .collect()
     )
-    per: dict[int, list[dict[str, Any]]] = {}
+    per: dict[int, list[ClientGap]] = {}
     for row in gaps:
         last_old = _float(row["last_old"])
         first = row["first_new"]
         first_new = None if first is None else _float(first["ts"])
-        entry = {
+        entry: ClientGap = {
             "client": row["client"],
             "last_old_answer": last_old,
             "first_new_answer": first_new,
@@ -795,16 +578,13 @@ def failover_outages(
             "first_new_latency": None if first is None else _float(first["latency"]),
         }
         per.setdefault(int(row["fidx"]), []).append(entry)
-    out = []
+    out: list[FailoverOutage] = []
     for i, fo in enumerate(failovers):
         clients = per.get(i, [])
-        measured = sorted(
-            (c for c in clients if c["gap"] is not None), key=lambda c: -float(c["gap"])
-        )
-        values = sorted(float(c["gap"]) for c in measured)
-        latencies = sorted(
-            float(c["first_new_latency"]) for c in clients if c["first_new_latency"] is not None
-        )
+        gaps_of = [(c, gap) for c in clients if (gap := c["gap"]) is not None]
+        measured = [c for c, _ in sorted(gaps_of, key=lambda cg: -cg[1])]
+        values = sorted(gap for _, gap in gaps_of)
+        latencies = sorted(lat for c in clients if (lat := c["first_new_latency"]) is not None)
         out.append(
             {
                 "at": fo.at,
@@ -813,23 +593,15 @@ def failover_outages(
                 "clients_measured": len(measured),
                 "clients_without_both": len(clients) - len(measured),
                 "max_gap": values[-1] if values else None,
-                "p50_gap": _nearest_rank(values, 0.5),
-                "p90_gap": _nearest_rank(values, 0.9),
+                "p50_gap": nearest_rank(values, 0.5),
+                "p90_gap": nearest_rank(values, 0.9),
                 "max_first_new_latency": latencies[-1] if latencies else None,
-                "p50_first_new_latency": _nearest_rank(latencies, 0.5),
+                "p50_first_new_latency": nearest_rank(latencies, 0.5),
                 "gaps": measured[:max_listed],
                 "truncated": len(measured) > max_listed,
             }
         )
     return out
-
-
-def _nearest_rank(values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile of sorted *values* (the same rule as Spark's)."""
-    if not values:
-        return None
-    rank = max(1, math.ceil(p * len(values)))
-    return values[rank - 1]
 
 
 # --------------------------------------------------------------------------
@@ -838,7 +610,7 @@ def _nearest_rank(values: Sequence[float], p: float) -> float | None:
 
 def presence(
     spark: SparkSession, lines: DataFrame, ov: Overview, max_listed: int
-) -> dict[str, Any]:
+) -> PresenceSummary:
     """Peer churn per observer, and silence before each ``exit``.
 
     The silence of an exit is the time from the last line on that observer
@@ -847,17 +619,17 @@ def presence(
     exits (collected by the overview) are broadcast and joined with those
     lines in one pass.
     """
-    observers = []
+    observers: list[Observer] = []
     for info in sorted(ov.nodes.values(), key=lambda i: (i.name or "", i.node)):
-        n_enters = info.kinds.get(S.ENTER, 0)
-        n_exits = info.kinds.get(S.EXIT, 0)
+        n_enters = info.kinds.get(T.ENTER, 0)
+        n_exits = info.kinds.get(T.EXIT, 0)
         if n_enters or n_exits:
             observers.append(
                 {"node": info.node, "name": info.name, "enters": n_enters, "exits": n_exits}
             )
-    out: dict[str, Any] = {
-        "enters": ov.kinds.get(S.ENTER, 0),
-        "exits": ov.kinds.get(S.EXIT, 0),
+    out: PresenceSummary = {
+        "enters": ov.kinds.get(T.ENTER, 0),
+        "exits": ov.kinds.get(T.EXIT, 0),
         "observers": observers,
         "silence_by_reason": {},
         "exits_listed": [],
@@ -875,7 +647,7 @@ def presence(
         [(i, info.node, line.peer, line.ts, prev) for i, (info, line, prev) in enumerate(exits)],
         "exit_id long, observer string, peer string, exit_ts double, prev_exit_ts double",
     )
-    heard = lines.where(_kind(*S.HEARD_FROM_KINDS)).select(
+    heard = lines.where(_kind(*T.HEARD_FROM_KINDS)).select(
         F.col("node").alias("h_observer"),
         F.coalesce(F.col("peer"), F.col("client")).alias("h_peer"),
         F.col("ts").alias("h_ts"),
@@ -894,7 +666,7 @@ def presence(
         .agg(F.max("h_ts").alias("last_heard_ts"))
         .collect()
     }
-    entries: list[dict[str, Any]] = []
+    entries: list[ExitEntry] = []
     for i, (info, line, _) in enumerate(exits):
         heard_ts = last_heard.get(i)
         entries.append(
@@ -909,7 +681,7 @@ def presence(
                 "silence": None if heard_ts is None else line.ts - heard_ts,
             }
         )
-    by_reason: dict[str, list[dict[str, Any]]] = {}
+    by_reason: dict[str, list[ExitEntry]] = {}
     for entry in entries:
         by_reason.setdefault(entry["reason"] or "?", []).append(entry)
     for reason in sorted(by_reason):
@@ -918,8 +690,8 @@ def presence(
         out["silence_by_reason"][reason] = {
             "exits": len(group),
             "measured": len(values),
-            "p50": _nearest_rank(values, 0.5),
-            "p90": _nearest_rank(values, 0.9),
+            "p50": nearest_rank(values, 0.5),
+            "p90": nearest_rank(values, 0.9),
             "max": values[-1] if values else None,
         }
     # Longest silences first; exits never heard from (no silence) before them.
@@ -946,16 +718,14 @@ def presence(
 class AuditResult:
     """The summary (JSON-ready) and where the request table was written."""
 
-    summary: dict[str, Any]
+    summary: Summary
     requests_path: Path | None
 
     @property
     def failed(self) -> bool:
         """True when any request was lost, duplicated, double-replied or out of
         order, or two Binary Star servers were active at once."""
-        flags: Mapping[str, Any] = self.summary["requests"]["flags"]
-        dual_active = (self.summary.get("bstar") or {}).get("dual_active") or []
-        return any(flags[name]["count"] for name in FLAGS) or bool(dual_active)
+        return failed(self.summary)
 
     @property
     def empty(self) -> bool:
@@ -1010,7 +780,7 @@ def _audit(
 
     ov = overview(tagged)
     lap("read_and_overview")
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "timings": timings,
         "input": {
             "trace_path": trace_path,

@@ -1,4 +1,8 @@
-"""The Spark schema of a trace line, schema version 1 (docs/traces.md).
+"""The Spark schema of a trace line (docs/traces.md).
+
+The kinds, the schema version and the field values the rules compare
+against are the trace contract's, defined once in :mod:`trizre._trace`.
+
 
 Spark is never asked to infer a schema: inference reads every file twice and
 guesses types from whatever the first lines contain.  Every field any kind
@@ -20,9 +24,6 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-
-SCHEMA_VERSION: Final = 1
-"""The ``v`` this schema describes; lines with another ``v`` are skipped."""
 
 CORRUPT_COLUMN: Final = "_corrupt_record"
 """Where Spark puts the raw text of a line it could not read."""
@@ -64,67 +65,3 @@ SCHEMA: Final = StructType(
     ]
 )
 """Explicit :class:`~pyspark.sql.types.StructType` of a schema-v1 line."""
-
-# Kinds, as written by the recorder (docs/traces.md).
-NODE_START: Final = "node-start"
-NODE_STOP: Final = "node-stop"
-ENTER: Final = "enter"
-EXIT: Final = "exit"
-JOIN: Final = "join"
-LEAVE: Final = "leave"
-EVASIVE: Final = "evasive"
-SILENT: Final = "silent"
-WHISPER_SENT: Final = "whisper-sent"
-WHISPER_RECEIVED: Final = "whisper-received"
-SHOUT_SENT: Final = "shout-sent"
-SHOUT_RECEIVED: Final = "shout-received"
-REQUEST_SENT: Final = "request-sent"
-REQUEST_RETRIED: Final = "request-retried"
-WORKER_CHOSEN: Final = "worker-chosen"
-REQUEST_ANSWERED: Final = "request-answered"
-REQUEST_ABANDONED: Final = "request-abandoned"
-REQUEST_RECEIVED: Final = "request-received"
-REQUEST_EXECUTED: Final = "request-executed"
-REPLY_SENT: Final = "reply-sent"
-DEDUPE_HIT: Final = "dedupe-hit"
-REQUEST_REFUSED: Final = "request-refused"
-BSTAR_STATE: Final = "bstar-state"
-
-CLIENT_SIDE_KINDS: Final = (
-    REQUEST_SENT,
-    REQUEST_RETRIED,
-    WORKER_CHOSEN,
-    REQUEST_ANSWERED,
-    REQUEST_ABANDONED,
-)
-"""Request kinds whose ``node`` is the client."""
-
-SERVER_SIDE_KINDS: Final = (
-    REQUEST_RECEIVED,
-    REQUEST_EXECUTED,
-    REPLY_SENT,
-    DEDUPE_HIT,
-    REQUEST_REFUSED,
-)
-"""Request kinds whose ``client`` is the client (``node`` is the server)."""
-
-HEARD_FROM_KINDS: Final = (
-    ENTER,
-    JOIN,
-    LEAVE,
-    WHISPER_RECEIVED,
-    SHOUT_RECEIVED,
-    REQUEST_ANSWERED,
-    REQUEST_RECEIVED,
-    DEDUPE_HIT,
-    REQUEST_REFUSED,
-)
-"""Kinds proving the observer just heard from the peer named in ``peer``
-(or ``client``): the presence rule measures from the last of these to an
-``exit``.  Lines about what the observer *sent* prove nothing about the peer."""
-
-ACTIVE_STATE: Final = "ACTIVE"
-"""Binary Star state name (compared case-insensitively)."""
-
-BINARY_STAR: Final = "binary-star"
-"""``pattern`` of Binary Star requests."""

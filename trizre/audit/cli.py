@@ -18,9 +18,10 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from ._java import JavaError, find_java
+from ._summary import Summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -229,14 +230,14 @@ def run(
         "passed": code == EXIT_OK,
         "seconds": round(time.monotonic() - started, 3),
         "spark_version": spark.version,
-        "master": spark.sparkContext.master,
+        "master": spark.sparkContext.master or "",
     }
     _report.write_summary(result.summary, out_dir)
     _report.write_html(result.summary, out_dir, code)
     return code, result
 
 
-def _print_summary(summary: dict[str, Any], out_dir: Path, stream: TextIO) -> None:
+def _print_summary(summary: Summary, out_dir: Path, stream: TextIO) -> None:
     inp = summary["input"]
     print(f"{inp['valid_lines']:,} lines from {inp['nodes']:,} nodes", file=stream)
     req = summary.get("requests")

@@ -216,7 +216,7 @@ class LazyPirateClient:
             service="",
             target=self._target,
             describe=f"server {self.server}",
-            pattern="lazy-pirate",
+            pattern=kinds.LAZY_PIRATE,
         )
 
 
@@ -322,7 +322,7 @@ class ServiceClient:
             service=service,
             target=lambda _attempt, pending: self._choose(service, pending),
             describe=f"service {service!r}",
-            pattern="service",
+            pattern=kinds.SERVICE,
         )
 
     def mmi(self, query: str, *args: bytes) -> int:
@@ -404,7 +404,7 @@ class BinaryStarClient:
             service="",
             target=self._target,
             describe=f"binary star {self.servers[0]}/{self.servers[1]}",
-            pattern="binary-star",
+            pattern=kinds.BINARY_STAR,
         )
 
 

@@ -56,7 +56,17 @@ from ._events import (
 )
 from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
-from ._links import Link, LocalInbox, LocalLink, TcpLink, bind_inbox, lookup, register, unregister
+from ._links import (
+    Inbox,
+    Link,
+    LocalInbox,
+    LocalLink,
+    TcpLink,
+    bind_inbox,
+    lookup,
+    register,
+    unregister,
+)
 from ._peer import PeerEvent, PeerProtocol, hello_from_stranger
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
@@ -483,7 +493,7 @@ class Node:
 
     # ------------------------------------------------------------- inbound
 
-    async def _reader(self, inbox: ZSocket | LocalInbox) -> None:
+    async def _reader(self, inbox: Inbox) -> None:
         by_identity = self._by_identity
         publish_nowait = self._fanout.publish_nowait
         tracer = self._tracer

@@ -18,6 +18,7 @@ import trio.testing
 import trizre
 from tests.nodes import free_udp_port, memory_raw_peer, next_event
 from trizre import wire
+from trizre._discovery import MemoryDiscovery
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
@@ -251,6 +252,8 @@ async def test_empty_group_names_are_rejected() -> None:
         ({"protocol_version": 1}, ValueError, "protocol_version"),
         ({"discovery": "carrier-pigeon"}, ValueError, "discovery"),
         ({"trace_max_bytes": 100}, ValueError, "trace_max_bytes"),
+        ({"handshake_timeout": 0}, ValueError, "handshake_timeout"),
+        ({"max_pending_peers": 0}, ValueError, "max_pending_peers"),
         ({"local_links": "yes"}, TypeError, "local_links"),
         ({"headers": [("a", "b")]}, TypeError, "headers"),
         ({"interface": 7}, TypeError, "interface"),
@@ -279,3 +282,60 @@ async def test_a_busy_beacon_port_says_which_port_and_why() -> None:
         with pytest.raises(OSError, match=rf"beacon port {port} .*does not share it"):
             async with trizre.open_node("x", beacon_port=port, interface="lo"):
                 raise AssertionError("the node started")
+
+
+# ------------------------------------------------------------ forged beacons
+
+
+def _forge(node: trizre.Node, count: int) -> list[uuid.UUID]:
+    """Beacons for peers that do not exist: closed loopback ports, random UUIDs."""
+    forged = [uuid.uuid4() for _ in range(count)]
+    network = node._discovery
+    assert isinstance(network, MemoryDiscovery)
+    for fake in forged:
+        beacon = wire.Beacon(fake, 1 + fake.int % 1000)  # ports nobody listens on
+        key = wire.encode_beacon(beacon) + b"127.0.0.1"
+        for deliver in list(network._listeners.values()):
+            deliver(beacon, "127.0.0.1", key)
+    return forged
+
+
+async def test_a_peer_that_never_says_hello_is_dropped_at_the_handshake_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=2.0, **MEMORY) as node:
+            await trio.sleep(0.5)
+            start = trio.current_time()
+            (fake,) = _forge(node, 1)
+            assert fake in node._peers  # a DEALER and our HELLO, waiting for its HELLO
+            link = node._peers[fake].link
+            await trio.sleep(1.999)
+            assert fake in node._peers
+            await trio.sleep(0.001)
+            await trio.testing.wait_all_tasks_blocked()
+            assert trio.current_time() - start == 2.0
+            assert fake not in node._peers and link.closed
+            assert node.peers() == []  # it had never entered: no Enter, no Exit
+
+
+async def test_peers_without_hello_are_bounded_oldest_first_and_real_peers_still_enter(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, max_pending_peers=10, **MEMORY) as node:
+            events = node.events()
+            forged = _forge(node, 50)
+            holding = [u for u in forged if u in node._peers]
+            assert holding == forged[-10:]  # the newest ten; the oldest were dropped
+            assert len(caplog.records) == 1 and "forged beacons?" in caplog.text
+            _forge(node, 50)  # the warning is rate-limited
+            assert len([r for r in caplog.records if "forged" in r.getMessage()]) == 1
+            async with trizre.open_node("real", beacon_port=port, **MEMORY) as real:
+                enter = await next_event(events, trizre.Enter)
+                assert enter.peer == real.uuid  # in-process peers are not counted
+                _forge(node, 20)
+                assert real.uuid in node.peers()
+            assert len([u for u in node._peers if u != real.uuid]) <= 10

@@ -414,3 +414,21 @@ def test_any_bytes_from_a_peer_never_raise(frames: list[bytes], ready: bool) -> 
     for _ in range(2):
         events = peer.receive([IDENTITY, *frames], 1.0)
         assert all(isinstance(e, Enter | Join | Leave | Whisper | Shout) for e in events)
+
+
+def test_a_peer_that_does_not_say_hello_in_time_is_ended() -> None:
+    hello = wire.Hello(1, "tcp://127.0.0.1:50001", name="me")
+    peer = PeerProtocol(PEER, ENDPOINT, hello, now=10.0, evasive=5.0, expired=30.0, handshake=2.0)
+    assert peer.deadline() == 12.0
+    assert peer.poll(11.999) == []
+    assert peer.ended is None
+    assert peer.poll(12.0) == []
+    assert peer.ended is ExitReason.HANDSHAKE
+
+
+def test_the_handshake_timeout_stops_mattering_once_hello_arrived() -> None:
+    hello = wire.Hello(1, "tcp://127.0.0.1:50001", name="me")
+    peer = PeerProtocol(PEER, ENDPOINT, hello, now=0.0, evasive=5.0, expired=30.0, handshake=2.0)
+    peer.receive(frames_of(wire.Hello(1, ENDPOINT, name="bob")), 1.0)
+    assert peer.deadline() == 6.0  # presence only
+    assert peer.poll(3.0) == [] and peer.ended is None

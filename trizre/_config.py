@@ -72,6 +72,8 @@ class NodeConfig:
     beacon_interval: float = attrs.field(default=1.0, validator=_seconds)
     evasive_timeout: float = attrs.field(default=5.0, validator=_seconds)
     expired_timeout: float = attrs.field(default=30.0, validator=_seconds)
+    handshake_timeout: float = attrs.field(default=5.0, validator=_seconds)
+    max_pending_peers: int = attrs.field(default=256, validator=_int_in(1, 2**31 - 1))
     protocol_version: int = attrs.field(default=2)
     send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
     beacons_refresh: bool = attrs.field(default=False, validator=_flag)

@@ -128,6 +128,10 @@ class Node:
         self._leavers: deque[PeerSession] = deque()  # announced port 0, to be removed
         self._leavers_lot = trio.lowlevel.ParkingLot()
         self._unyielded = 0  # sends since the last schedule point (see _yield_due)
+        # TCP peers that have not said HELLO, oldest first: at most
+        # max_pending_peers of them hold a socket (forged beacons are cheap).
+        self._unready: dict[UUID, PeerSession] = {}
+        self._crowded_logged = -math.inf
 
     # ------------------------------------------------------------ identity
 
@@ -466,27 +470,51 @@ class Node:
             now=trio.current_time(),
             evasive=self._config.evasive_timeout,
             expired=self._config.expired_timeout,
+            handshake=self._config.handshake_timeout,
         )
         peer = PeerSession(protocol, link)
+        if not link.in_process:
+            self._bound_unready(peer)
         self._peers[peer_uuid] = peer
         self._by_identity[b"\x01" + peer_uuid.bytes] = peer
         peer.flush()
         self._presence_wakeup.set()
         return peer
 
-    async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
-        """Forget a peer, close our link to it, and report Exit if it had entered."""
+    def _forget(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> bool:
+        """Drop a peer from every table and close our link to it; False if already gone."""
         if self._peers.get(peer.uuid) is not peer:
-            return
+            return False
         del self._peers[peer.uuid]
         del self._by_identity[b"\x01" + peer.uuid.bytes]
+        self._unready.pop(peer.uuid, None)
         if peer.beacon_key is not None:
             self._quiet.pop(peer.beacon_key, None)
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
-        name = peer.protocol.name
-        log.debug("peer %s (%s) removed: %s %s", peer.uuid, name, reason, detail)
+        log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
         self._peers_changed.set()
-        if peer.protocol.ready:
+        return True
+
+    def _bound_unready(self, newcomer: PeerSession) -> None:
+        """Make room for ``newcomer`` among the TCP peers that have not said HELLO."""
+        unready = self._unready
+        while len(unready) >= self._config.max_pending_peers:
+            oldest = next(iter(unready.values()))
+            self._forget(oldest, ExitReason.HANDSHAKE, "too many peers without HELLO")
+            now = trio.current_time()
+            if now - self._crowded_logged >= 10.0:  # a flood would log per beacon
+                self._crowded_logged = now
+                log.warning(
+                    "more than %d peers have not said HELLO (forged beacons?): "
+                    "dropping the oldest; this is logged at most every 10 s",
+                    self._config.max_pending_peers,
+                )
+        unready[newcomer.uuid] = newcomer
+
+    async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
+        """Forget a peer, close our link to it, and report Exit if it had entered."""
+        if self._forget(peer, reason, detail) and peer.protocol.ready:
+            name = peer.protocol.name
             if (tracer := self._tracer) is not None:
                 tracer.record(kinds.EXIT, peer=peer.hex, peer_name=name, reason=reason)
             await self._publish(Exit(peer.uuid, name))
@@ -534,6 +562,7 @@ class Node:
     ) -> None:
         protocol = peer.protocol
         if events and type(events[0]) is Enter:
+            self._unready.pop(peer.uuid, None)
             self._peers_changed.set()  # for wait_for_peer
         for event in events:
             await self._publish_from(peer, event)
@@ -785,6 +814,8 @@ async def open_node(
     beacon_interval: float = 1.0,
     evasive_timeout: float = 5.0,
     expired_timeout: float = 30.0,
+    handshake_timeout: float = 5.0,
+    max_pending_peers: int = 256,
     protocol_version: int = 2,
     send_hwm: int = 1000,
     beacons_refresh: bool = False,
@@ -810,6 +841,13 @@ async def open_node(
         expired_timeout: silence after which a peer is removed and reported
             :class:`~trizre.Exit` (zyre: 30 s); greater than
             ``evasive_timeout``.
+        handshake_timeout: a peer we heard of (by beacon) that has not said
+            HELLO this long after we linked to it is dropped, with its
+            socket (anyone can forge a beacon); it comes back with its next
+            beacon if it is real.
+        max_pending_peers: at most this many peers without HELLO hold a TCP
+            socket; beyond that the oldest is dropped (a warning is logged,
+            at most every 10 s).
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
@@ -852,6 +890,8 @@ async def open_node(
         beacon_interval=beacon_interval,
         evasive_timeout=evasive_timeout,
         expired_timeout=expired_timeout,
+        handshake_timeout=handshake_timeout,
+        max_pending_peers=max_pending_peers,
         protocol_version=protocol_version,
         send_hwm=send_hwm,
         beacons_refresh=beacons_refresh,

@@ -31,6 +31,9 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
   events and, at ``expired``, :attr:`ExitReason.EXPIRED`
   (see :mod:`trizre._presence`).
+* Handshake: a peer whose HELLO has not arrived ``handshake`` seconds after
+  the conversation began is ended (:attr:`ExitReason.HANDSHAKE`): anyone
+  can forge a beacon, and a peer that never greets must not hold a socket.
 
 When the peer is over, :attr:`PeerProtocol.ended` says why; the node then
 forgets the peer and reports :class:`~trizre.Exit` if it had entered.
@@ -38,6 +41,7 @@ forgets the peer and reports :class:`~trizre.Exit` if it had entered.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Final, TypeAlias, final
@@ -95,6 +99,7 @@ class PeerProtocol:
     # A process may hold thousands of these (100 local nodes: 9,900), so the
     # queue is made on first use and dropped when empty.
     __slots__ = (
+        "_handshake_by",
         "_pending",
         "detail",
         "ended",
@@ -120,6 +125,7 @@ class PeerProtocol:
         now: float,
         evasive: float,
         expired: float,
+        handshake: float = math.inf,
     ) -> None:
         if hello.sequence != wire.HELLO_SEQUENCE:
             raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
@@ -139,6 +145,7 @@ class PeerProtocol:
         self.ended: ExitReason | None = None
         self.detail = ""
         self._pending: deque[wire.Message] | None = deque((hello,))
+        self._handshake_by = now + handshake
 
     # ------------------------------------------------------------ outbound
 
@@ -313,15 +320,22 @@ class PeerProtocol:
 
     def deadline(self) -> float:
         """The earliest time at which :meth:`poll` may have something to do."""
-        return self.presence.deadline()
+        if self.ready:
+            return self.presence.deadline()
+        return min(self.presence.deadline(), self._handshake_by)
 
     def poll(self, now: float) -> Sequence[PeerEvent]:
         """Apply the presence clock at ``now``: queue PINGs, return Evasive/Silent.
 
         Sets :attr:`ended` to :attr:`ExitReason.EXPIRED` when the peer has
-        been silent for ``expired`` seconds.  Evasive and Silent are
-        reported only for a peer that entered.
+        been silent for ``expired`` seconds, or to
+        :attr:`ExitReason.HANDSHAKE` when it has not said HELLO within
+        ``handshake`` seconds.  Evasive and Silent are reported only for a
+        peer that entered.
         """
+        if not self.ready and now >= self._handshake_by:
+            self._end(ExitReason.HANDSHAKE)
+            return []
         events: list[PeerEvent] = []
         while (action := self.presence.poll(now)) is not None:
             if action is PresenceAction.EXPIRED:

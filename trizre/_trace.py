@@ -162,6 +162,7 @@ class ExitReason(enum.StrEnum):
     SEQUENCE = "sequence"  # a sequence gap or repeat
     MALFORMED = "malformed"  # a ZRE message that does not decode
     HELLO = "hello"  # a second HELLO: it restarted its link to us
+    HANDSHAKE = "handshake"  # no HELLO in time (never traced: it had not entered)
 
 
 @final

@@ -1,10 +1,11 @@
-"""The profiling helpers in benchmarks/ run at tiny sizes, so they cannot rot.
+"""The profiling helpers and small benchmarks in benchmarks/ run at tiny sizes, so they cannot rot.
 
 They stay on loopback (``interface="lo"``); figures are not checked.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -36,3 +37,11 @@ def test_profile_flood_reports_both_sides() -> None:
     out = _run("profile_flood.py", "--messages", "2000", "--port", str(free_udp_port()))
     assert re.search(r"^rx: [\d,]+ msg/s, [\d.]+ us CPU a message$", out, re.M), out
     assert re.search(r"^tx: [\d,]+ msg/s sent, [\d.]+ us CPU a message$", out, re.M), out
+
+
+def test_forged_beacons_bench_runs_and_the_real_peer_survives() -> None:
+    out = _run("bench_forged_beacons.py", "--quick")
+    result = json.loads(out[out.index("{") :])
+    assert result["forged"] > 0 and result["round_trips_during"] > 0
+    assert {"before", "peak", "after_6s", "rtt_before_us", "rtt_during_us"} <= result.keys()
+    assert result["still_peers"] is True

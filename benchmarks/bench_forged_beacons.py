@@ -1,0 +1,166 @@
+"""Forged beacons against a node: descriptors, memory, and a real peer's round trip.
+
+Two nodes on ``lo`` (TCP links between them, as between processes) measure
+their WHISPER round trip; then a task sends beacons for random UUIDs that
+claim closed loopback ports, at ``--rate`` per second for ``--seconds``,
+to 127.255.255.255 (loopback broadcast: nothing leaves the machine).
+Printed: the process's descriptors and RSS before, at their peak during the
+flood and after it (once ``handshake_timeout`` has passed, and once
+``expired_timeout`` has), and the round trip's p50/p99 before and during.
+
+    .venv/bin/python benchmarks/bench_forged_beacons.py [--rate 2000] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import trizre
+from trizre import wire
+
+EVASIVE, EXPIRED = 5.0, 12.0
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def echo(node: trizre.Node) -> None:
+    async for event in node.events():
+        if isinstance(event, trizre.Whisper):
+            await node.whisper(event.peer, *event.frames)
+
+
+async def round_trips(
+    a: trizre.Node, b: uuid.UUID, replies: trizre.EventStream, until: float
+) -> list[float]:
+    """Sequential round trips until ``until`` (trio time); their durations in µs."""
+    times: list[float] = []
+    while trio.current_time() < until:
+        start = time.perf_counter()
+        await a.whisper(b, b"x" * 100)
+        async for event in replies:
+            if isinstance(event, trizre.Whisper):
+                break
+        times.append((time.perf_counter() - start) * 1e6)
+    return times
+
+
+async def forge(port: int, rate: int, seconds: float) -> int:
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    sent = 0
+    start = trio.current_time()
+    with sock:
+        while (elapsed := trio.current_time() - start) < seconds:
+            due = int(elapsed * rate) + 1
+            while sent < due:
+                fake = uuid.uuid4()
+                beacon = wire.encode_beacon(wire.Beacon(fake, 1 + fake.int % 1000))
+                await sock.sendto(beacon, ("127.255.255.255", port))  # loopback broadcast
+                sent += 1
+            await trio.sleep(0.01)
+    return sent
+
+
+def p(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q * 100) - 1] if len(values) > 1 else 0.0
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    port = free_udp_port()
+    timers = {"evasive_timeout": EVASIVE, "expired_timeout": EXPIRED}
+    opts: dict[str, Any] = {"interface": "lo", "beacon_port": port, "local_links": False, **timers}
+    result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds}
+    async with (
+        trizre.open_node("a", **opts) as a,
+        trizre.open_node("b", **opts) as b,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(echo, b)
+        replies = a.events()
+        peer = await a.wait_for_peer(b.uuid)
+        await b.wait_for_peer(a.uuid)
+        await round_trips(a, peer, replies, trio.current_time() + 0.5)  # warm up
+        base = await round_trips(a, peer, replies, trio.current_time() + args.probe)
+        result["before"] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
+        result["rtt_before_us"] = {"p50": round(p(base, 0.5)), "p99": round(p(base, 0.99))}
+
+        peak = {"fds": 0, "rss_mb": 0.0}
+        during: list[float] = []
+        flood_end = trio.current_time() + args.seconds
+
+        async def sample() -> None:
+            while trio.current_time() < flood_end:
+                peak["fds"] = max(peak["fds"], descriptors())
+                peak["rss_mb"] = max(peak["rss_mb"], round(rss_mb(), 1))
+                await trio.sleep(0.25)
+
+        async def probe() -> None:
+            with trio.fail_after(args.seconds + 30):  # a lost reply must not hang the bench
+                during.extend(await round_trips(a, peer, replies, flood_end))
+
+        async with trio.open_nursery() as flood:
+            flood.start_soon(sample)
+            flood.start_soon(probe)
+            result["forged"] = await forge(port, args.rate, args.seconds)
+        result["peak"] = peak
+        result["rtt_during_us"] = {"p50": round(p(during, 0.5)), "p99": round(p(during, 0.99))}
+        result["round_trips_during"] = len(during)  # each completed: none lost
+        await trio.sleep(6.0)  # past the 5 s handshake timeout
+        result["after_6s"] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
+        if not args.quick:
+            await trio.sleep(EXPIRED)
+            after = f"after_{6 + EXPIRED:.0f}s"
+            result[after] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
+        result["still_peers"] = a.peers() == [b.uuid]
+        nursery.cancel_scope.cancel()
+    return result
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=int, default=2000, help="forged beacons a second")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the flood lasts")
+    parser.add_argument("--probe", type=float, default=2.0, help="baseline round trips, seconds")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rate, args.seconds, args.probe = 300, 1.0, 0.3
+    result = trio.run(main, args)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    cli()

@@ -19,7 +19,7 @@ import pytest
 import trio
 import trio.testing
 
-from trizre._discovery import BeaconSocket, open_beacon_socket
+from trizre._discovery import BeaconSocket, SourceThrottle, open_beacon_socket
 from trizre._interfaces import Interface, select_interface
 from trizre.wire import Beacon, EncodeError, encode_beacon
 
@@ -220,3 +220,29 @@ async def test_close_wakes_a_waiting_receive(port: int) -> None:
             nursery.start_soon(wait_for_beacon, node)
             await trio.testing.wait_all_tasks_blocked()
     assert len(failures) == 1
+
+
+# ------------------------------------------------------------------ throttle
+
+
+def test_throttle_admits_a_burst_then_the_rate_per_source() -> None:
+    throttle = SourceThrottle(rate=2.0, burst=3)
+    assert [throttle.admit("a", 0.0) for _ in range(4)] == [True, True, True, False]
+    assert throttle.admit("b", 0.0)  # another source has its own bucket
+    assert not throttle.admit("a", 0.49)
+    assert throttle.admit("a", 0.5)  # 2 a second: one token after 0.5 s
+    assert not throttle.admit("a", 0.5)
+    assert [throttle.admit("a", 100.0) for _ in range(4)] == [True, True, True, False]  # capped
+
+
+def test_throttle_remembers_a_bounded_number_of_sources() -> None:
+    throttle = SourceThrottle(rate=1.0, burst=1, max_sources=10)
+    for i in range(25):
+        assert throttle.admit(f"10.0.0.{i}", 0.0)  # ok-net: only a dict key
+    assert len(throttle._buckets) <= 10
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(0.0, 1), (-1.0, 1), (1.0, 0)])
+def test_throttle_bad_input(rate: float, burst: int) -> None:
+    with pytest.raises(ValueError, match="throttle"):
+        SourceThrottle(rate, burst)

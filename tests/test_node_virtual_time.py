@@ -327,6 +327,7 @@ async def test_peers_without_hello_are_bounded_oldest_first_and_real_peers_still
     with trio.fail_after(60):
         async with trizre.open_node("n", beacon_port=port, max_pending_peers=10, **MEMORY) as node:
             events = node.events()
+            await trio.testing.wait_all_tasks_blocked()  # its discovery listens
             forged = _forge(node, 50)
             holding = [u for u in forged if u in node._peers]
             assert holding == forged[-10:]  # the newest ten; the oldest were dropped
@@ -339,3 +340,19 @@ async def test_peers_without_hello_are_bounded_oldest_first_and_real_peers_still
                 _forge(node, 20)
                 assert real.uuid in node.peers()
             assert len([u for u in node._peers if u != real.uuid]) <= 10
+
+
+async def test_one_source_announcing_many_new_peers_is_throttled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "n", beacon_port=port, new_peers_per_source=20.0, handshake_timeout=60.0, **MEMORY
+        ) as node:
+            await trio.testing.wait_all_tasks_blocked()  # its discovery listens
+            _forge(node, 100)
+            assert len(node._peers) == 64  # the burst; the other 36 beacons were ignored
+            await trio.sleep(1.0)
+            _forge(node, 100)
+            assert len(node._peers) == 64 + 20  # one second at 20 new peers a second

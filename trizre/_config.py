@@ -39,11 +39,17 @@ def _int_in(low: int, high: int) -> Any:
     return check
 
 
-def _seconds(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{attribute.name} must be a number of seconds, got {value!r}")
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+def _positive(unit: str) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{attribute.name} must be a number of {unit}, got {value!r}")
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{attribute.name} must be a positive number of {unit}, got {value!r}")
+
+    return check
+
+
+_seconds: Final = _positive("seconds")
 
 
 def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> None:
@@ -74,6 +80,7 @@ class NodeConfig:
     expired_timeout: float = attrs.field(default=30.0, validator=_seconds)
     handshake_timeout: float = attrs.field(default=5.0, validator=_seconds)
     max_pending_peers: int = attrs.field(default=256, validator=_int_in(1, 2**31 - 1))
+    new_peers_per_source: float = attrs.field(default=20.0, validator=_positive("peers a second"))
     protocol_version: int = attrs.field(default=2)
     send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
     beacons_refresh: bool = attrs.field(default=False, validator=_flag)

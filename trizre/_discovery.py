@@ -68,6 +68,7 @@ __all__ = [
     "Deliver",
     "Discovery",
     "MemoryDiscovery",
+    "SourceThrottle",
     "open_beacon_hub",
     "open_beacon_socket",
     "open_memory_discovery",
@@ -443,3 +444,43 @@ async def open_memory_discovery(interface: Interface, port: int) -> AsyncIterato
             network._closed = True
             if networks.get(key) is network:
                 del networks[key]
+
+
+# ---------------------------------------------------------------- throttle
+
+
+@final
+class SourceThrottle:
+    """How many new peers one beacon source may bring: a token bucket per address.
+
+    Anyone can send beacons for thousands of made-up UUIDs from one host,
+    and each new UUID costs a node a socket and a HELLO.  Each source
+    address may bring ``burst`` new peers at once, then ``rate`` a second.
+    Sans I/O: the caller passes the time.  At most ``max_sources``
+    addresses are remembered; past that the table starts over (a forger
+    spreading over more addresses than that is bounded by the node's
+    pending-peer limit instead).  Bad input: a non-positive ``rate`` or a
+    ``burst`` below 1 raises ``ValueError``.
+    """
+
+    __slots__ = ("_buckets", "_burst", "_max_sources", "_rate")
+
+    def __init__(self, rate: float, burst: int, max_sources: int = 4096) -> None:
+        if not rate > 0 or burst < 1:
+            raise ValueError(f"a throttle needs rate > 0 and burst >= 1, got {rate!r}, {burst!r}")
+        self._rate = rate
+        self._burst = float(burst)
+        self._max_sources = max_sources
+        self._buckets: dict[str, tuple[float, float]] = {}  # source -> (tokens, at)
+
+    def admit(self, source: str, now: float) -> bool:
+        """Take one token for ``source`` at ``now``; False when it has none left."""
+        tokens, at = self._buckets.get(source, (self._burst, now))
+        tokens = min(self._burst, tokens + (now - at) * self._rate)
+        admitted = tokens >= 1.0
+        if admitted:
+            tokens -= 1.0
+        if source not in self._buckets and len(self._buckets) >= self._max_sources:
+            self._buckets.clear()
+        self._buckets[source] = (tokens, now)
+        return admitted

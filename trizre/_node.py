@@ -40,7 +40,7 @@ from trio_util import RepeatedEvent
 from . import _trace as kinds
 from . import wire
 from ._config import DiscoveryKind, NodeConfig
-from ._discovery import Discovery, open_beacon_hub, open_memory_discovery
+from ._discovery import Discovery, SourceThrottle, open_beacon_hub, open_memory_discovery
 from ._events import (
     Enter,
     Evasive,
@@ -132,6 +132,7 @@ class Node:
         # max_pending_peers of them hold a socket (forged beacons are cheap).
         self._unready: dict[UUID, PeerSession] = {}
         self._crowded_logged = -math.inf
+        self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
 
     # ------------------------------------------------------------ identity
 
@@ -434,8 +435,14 @@ class Node:
 
     # --------------------------------------------------------- peer table
 
-    def _add_peer(self, peer_uuid: UUID, endpoint: str) -> PeerSession | None:
-        """Link to a new peer and queue our HELLO to it."""
+    def _add_peer(
+        self, peer_uuid: UUID, endpoint: str, *, beacon_from: str | None = None
+    ) -> PeerSession | None:
+        """Link to a new peer and queue our HELLO to it.
+
+        ``beacon_from``: the address of the beacon that announced it, whose
+        new TCP peers are throttled (a HELLO needs a real connection).
+        """
         host = _endpoint_host(endpoint)
         if host is None or not self._interface.contains(host):
             # Never connect outside our interface's network, whatever a
@@ -446,6 +453,9 @@ class Node:
         inbox = lookup(peer_uuid, endpoint, self._version) if self._config.local_links else None
         if inbox is not None:
             link = LocalLink(inbox, self._identity, self._config.send_hwm)
+        elif beacon_from is not None and not self._throttle.admit(beacon_from, trio.current_time()):
+            self._warn_crowded(f"{beacon_from} announces more new peers than allowed")
+            return None
         else:
             try:
                 link = TcpLink.connect(endpoint, self._identity, self._config.send_hwm)
@@ -501,15 +511,17 @@ class Node:
         while len(unready) >= self._config.max_pending_peers:
             oldest = next(iter(unready.values()))
             self._forget(oldest, ExitReason.HANDSHAKE, "too many peers without HELLO")
-            now = trio.current_time()
-            if now - self._crowded_logged >= 10.0:  # a flood would log per beacon
-                self._crowded_logged = now
-                log.warning(
-                    "more than %d peers have not said HELLO (forged beacons?): "
-                    "dropping the oldest; this is logged at most every 10 s",
-                    self._config.max_pending_peers,
-                )
+            self._warn_crowded(
+                f"more than {self._config.max_pending_peers} peers have not said HELLO: "
+                "dropping the oldest"
+            )
         unready[newcomer.uuid] = newcomer
+
+    def _warn_crowded(self, what: str) -> None:
+        now = trio.current_time()
+        if now - self._crowded_logged >= 10.0:  # a flood would log per beacon
+            self._crowded_logged = now
+            log.warning("%s (forged beacons?); this is logged at most every 10 s", what)
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
@@ -694,7 +706,7 @@ class Node:
                 self._leavers_lot.unpark_all()
             return
         if peer is None:
-            peer = self._add_peer(beacon.uuid, endpoint)
+            peer = self._add_peer(beacon.uuid, endpoint, beacon_from=address)
         if peer is None:
             return
         # An in-process peer's liveness is read from its link, never from beacons.
@@ -816,6 +828,7 @@ async def open_node(
     expired_timeout: float = 30.0,
     handshake_timeout: float = 5.0,
     max_pending_peers: int = 256,
+    new_peers_per_source: float = 20.0,
     protocol_version: int = 2,
     send_hwm: int = 1000,
     beacons_refresh: bool = False,
@@ -848,6 +861,9 @@ async def open_node(
         max_pending_peers: at most this many peers without HELLO hold a TCP
             socket; beyond that the oldest is dropped (a warning is logged,
             at most every 10 s).
+        new_peers_per_source: new TCP peers one address may announce by
+            beacon, per second, after a burst of 64; beacons beyond that are
+            ignored (the peer is taken at a later beacon, or at its HELLO).
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
@@ -892,6 +908,7 @@ async def open_node(
         expired_timeout=expired_timeout,
         handshake_timeout=handshake_timeout,
         max_pending_peers=max_pending_peers,
+        new_peers_per_source=new_peers_per_source,
         protocol_version=protocol_version,
         send_hwm=send_hwm,
         beacons_refresh=beacons_refresh,

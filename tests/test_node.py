@@ -513,3 +513,24 @@ def test_beacon_deadlines_always_move_forward(interval: float) -> None:
         deadline = _next_multiple(now, interval)
         assert now < deadline <= now + interval + 1e-9
         now = deadline  # a clock that jumps exactly to each deadline
+
+
+async def test_a_frame_over_max_message_size_is_never_delivered_and_ends_the_peer() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node(
+            "n", beacon_port=port, max_message_size=64 * 1024, **FAST
+        ) as node:
+            events = node.events()
+            async with raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                await raw.send(wire.Whisper(raw.next_seq(), (b"small",)))
+                assert (await next_event(events, trizre.Whisper)).frames == (b"small",)
+                await raw.send(wire.Whisper(raw.next_seq(), (b"x" * (1024 * 1024),)))
+                # libzmq dropped the connection with the big frame; the DEALER
+                # reconnects and the next message shows the gap.
+                await raw.send(wire.Whisper(raw.next_seq(), (b"after",)))
+                exit_or_whisper = await next_event(events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
+                assert isinstance(exit_or_whisper, trizre.Exit)
+                assert exit_or_whisper.peer == raw.uuid

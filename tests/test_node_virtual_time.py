@@ -254,6 +254,8 @@ async def test_empty_group_names_are_rejected() -> None:
         ({"trace_max_bytes": 100}, ValueError, "trace_max_bytes"),
         ({"handshake_timeout": 0}, ValueError, "handshake_timeout"),
         ({"max_pending_peers": 0}, ValueError, "max_pending_peers"),
+        ({"max_message_size": 0}, ValueError, "max_message_size"),
+        ({"new_peers_per_source": 0}, ValueError, "new_peers_per_source"),
         ({"local_links": "yes"}, TypeError, "local_links"),
         ({"headers": [("a", "b")]}, TypeError, "headers"),
         ({"interface": 7}, TypeError, "interface"),

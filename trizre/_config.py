@@ -83,6 +83,7 @@ class NodeConfig:
     new_peers_per_source: float = attrs.field(default=20.0, validator=_positive("peers a second"))
     protocol_version: int = attrs.field(default=2)
     send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
+    max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_int_in(1, 2**62))
     beacons_refresh: bool = attrs.field(default=False, validator=_flag)
     local_links: bool = attrs.field(default=True, validator=_flag)
     discovery: DiscoveryKind = attrs.field(default="udp")

@@ -97,15 +97,17 @@ class Inbox(Protocol):
         ...
 
 
-def bind_inbox(address: str) -> tuple[ZSocket, str]:
+def bind_inbox(address: str, max_message_size: int = -1) -> tuple[ZSocket, str]:
     """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
 
-    Raises ``zmq.ZMQError`` when no port is free (after 1000 tries) or the
-    address is not this host's.
+    libzmq disconnects a peer that sends a frame over ``max_message_size``
+    bytes before buffering it (-1: no limit).  Raises ``zmq.ZMQError`` when
+    no port is free (after 1000 tries) or the address is not this host's.
     """
     sock = context().socket(zmq.ROUTER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         # A peer that reconnects with the same identity takes over its old
         # route at once, rather than being refused until the old one dies.
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)

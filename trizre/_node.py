@@ -726,7 +726,9 @@ class Node:
     # ---------------------------------------------------------- lifecycle
 
     async def _start(self, nursery: trio.Nursery, discovery: Discovery) -> None:
-        self._inbox, self._endpoint = bind_inbox(str(self._interface.address))
+        self._inbox, self._endpoint = bind_inbox(
+            str(self._interface.address), self._config.max_message_size
+        )
         self._discovery = discovery
         nursery.start_soon(self._reader, self._inbox)
         if self._config.local_links:
@@ -831,6 +833,7 @@ async def open_node(
     new_peers_per_source: float = 20.0,
     protocol_version: int = 2,
     send_hwm: int = 1000,
+    max_message_size: int = 16 * 1024 * 1024,
     beacons_refresh: bool = False,
     local_links: bool | None = None,
     discovery: DiscoveryKind = "udp",
@@ -867,6 +870,13 @@ async def open_node(
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
+        max_message_size: a TCP peer that sends a frame larger than this
+            (bytes; default 16 MiB) is disconnected by libzmq before the
+            frame is buffered; the message is lost, so its next one opens a
+            sequence gap and the peer exits (or it goes silent and
+            expires).  A peer can still make a node buffer about
+            ``1000 * max_message_size`` (libzmq's receive queue): keep it
+            near your largest message.
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
             the link works.  On, an idle mesh sends no PINGs at all.
@@ -911,6 +921,7 @@ async def open_node(
         new_peers_per_source=new_peers_per_source,
         protocol_version=protocol_version,
         send_hwm=send_hwm,
+        max_message_size=max_message_size,
         beacons_refresh=beacons_refresh,
         local_links=local_links,
         discovery=discovery,

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest java demo bench bench-audit audit docs clean
+.PHONY: test lint typecheck pytest java demo bench bench-audit audit docs fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ bench: $(STAMP)
 		--update-docs docs/benchmarks.md
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
+
+# Mutation fuzzing, ten times what make test feeds: over a million inputs
+# each through the message decoder, and hundreds of thousands through the
+# peer protocol, the pattern envelope and the beacon decoder. Prints count,
+# time and peak memory per decoder.
+fuzz: $(STAMP)
+	TRIZRE_FUZZ_SCALE=10 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_wire_fuzz.py \
+		-k "mutated"
 
 # The audit benchmark writes ~2 GB of traces under /tmp.
 bench-audit: $(STAMP)

@@ -17,7 +17,10 @@ only allowed outcomes are:
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import resource
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -25,6 +28,9 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import trizre
+from trizre._peer import PeerProtocol
+from trizre.patterns import _protocol as proto
 from trizre.wire import (
     Beacon,
     DecodeError,
@@ -46,12 +52,18 @@ from trizre.wire import (
 )
 
 SEED = 0x5EED_2E
-MESSAGE_RANDOM_INPUTS = 110_000
-BEACON_RANDOM_INPUTS = 25_000
+# make fuzz raises the counts tenfold (TRIZRE_FUZZ_SCALE=10): over a million inputs.
+SCALE = float(os.environ.get("TRIZRE_FUZZ_SCALE", "1"))
+MESSAGE_RANDOM_INPUTS = int(110_000 * SCALE)
+BEACON_RANDOM_INPUTS = int(25_000 * SCALE)
+PEER_RANDOM_INPUTS = int(60_000 * SCALE)
+ENVELOPE_RANDOM_INPUTS = int(40_000 * SCALE)
 MIN_TOTAL_INPUTS = 100_000
 DECODE_VERSIONS = (None, 2, 3)
 # Mostly "either version", so few inputs are spent on VersionMismatch.
 VERSION_CYCLE = (None, None, None, 2, None, None, None, 3)
+
+EVENT_TYPES = (trizre.Enter, trizre.Join, trizre.Leave, trizre.Shout, trizre.Whisper)
 
 CORPUS_MESSAGES: list[Message] = [
     Hello(1, "tcp://127.0.0.1:49152", ("GLOBAL", "chat"), 2, "Zoë", {"X": "1", "Y": "Zürich"}),
@@ -88,10 +100,20 @@ INTERESTING_BYTES = (0x00, 0x01, 0x02, 0x03, 0x7F, 0x80, 0xAA, 0xA1, 0xC3, 0xFE,
 class Tally:
     ok: int = 0
     rejected: int = 0
+    started: float = attrs.field(factory=time.perf_counter)
 
     @property
     def total(self) -> int:
         return self.ok + self.rejected
+
+    def report(self, what: str) -> None:
+        """One line for make fuzz (shown with pytest -s): count, time, peak memory."""
+        seconds = time.perf_counter() - self.started
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"\nfuzz {what}: {self.total:,} inputs ({self.ok:,} accepted, "
+            f"{self.rejected:,} rejected) in {seconds:.1f} s, peak RSS {peak_mb:.0f} MB"
+        )
 
 
 def assert_explicit(exc: DecodeError) -> None:
@@ -268,11 +290,75 @@ def test_mutated_messages() -> None:
             if not frames:
                 frames = [b""]
         feed_message(frames, next(versions), tally)
+    tally.report("ZRE messages")
     # On its own this test feeds more than the 100,000 inputs asked for.
     assert tally.total >= MIN_TOTAL_INPUTS, tally
     # Both outcomes are well represented: the mutations reach past the header.
     assert tally.ok > 5_000, tally
     assert tally.rejected > 50_000, tally
+
+
+def test_mutated_messages_through_the_peer_protocol() -> None:
+    """A peer sending anything at all: the protocol returns events or ends it, never raises."""
+    rng = random.Random(SEED + 2)
+    tally = Tally()
+    identity = b"\x01" + uuid.UUID(int=7).bytes
+    ours = Hello(1, "tcp://127.0.0.1:50001", name="me")
+
+    def entered() -> PeerProtocol:
+        peer = PeerProtocol(
+            uuid.UUID(int=7), "tcp://127.0.0.1:1", ours, now=0, evasive=1, expired=2
+        )
+        peer.receive([identity, *encode(Hello(1, "tcp://127.0.0.1:1", name="p"))], 0.0)
+        return peer
+
+    peer = entered()
+    valid = [encode(m) for m in CORPUS_MESSAGES]
+    for _ in range(PEER_RANDOM_INPUTS):
+        frames = rng.choice(valid)
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            frames = rng.choice(FRAME_OPS)(rng, frames) or [b""]
+        events = peer.receive([identity, *frames], 0.0)
+        assert all(isinstance(e, EVENT_TYPES) for e in events)
+        if peer.ended is None:
+            tally.ok += 1
+        else:
+            tally.rejected += 1
+            peer = entered()
+    tally.report("peer protocol")
+    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+
+
+def test_mutated_pattern_envelopes() -> None:
+    """The patterns' envelope decoder: a message, None, or PatternDecodeError only."""
+    rng = random.Random(SEED + 3)
+    tally = Tally()
+    corpus = [
+        proto.Request(1, "echo", (b"body",)),
+        proto.Request(2**64 - 1, "é" * 10, ()),
+        proto.Reply(3, 200, (b"a", b"")),
+        proto.Reply(0, 503),
+        proto.State(4),
+    ]
+    valid = [proto.encode(m) for m in corpus]
+    for _ in range(ENVELOPE_RANDOM_INPUTS):
+        frames = rng.choice(valid)
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            frames = rng.choice(FRAME_OPS[:1] + FRAME_OPS[3:-1])(rng, frames) or [b""]
+        try:
+            message = proto.decode(frames)
+        except proto.PatternDecodeError:
+            tally.rejected += 1
+            continue
+        if isinstance(message, proto.State):
+            # The one field a receiver MUST ignore (patterns/README.md 5.3): the request id.
+            encoded = proto.encode(message)
+            assert encoded[0][:6] == frames[0][:6] and encoded[1:] == frames[1:], frames
+        elif message is not None:
+            assert proto.encode(message) == list(frames), (frames, message)
+        tally.ok += 1
+    tally.report("pattern envelopes")
+    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
 
 
 def test_mutated_beacons() -> None:
@@ -294,6 +380,7 @@ def test_mutated_beacons() -> None:
         for _ in range(rng.choice((1, 1, 2, 3))):
             data = rng.choice(BYTE_OPS)(rng, data)
         feed_beacon(data, tally)
+    tally.report("beacons")
     assert tally.total >= BEACON_RANDOM_INPUTS
     assert tally.ok > 1_000, tally
     assert tally.rejected > 5_000, tally

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 import trizre
 from tests.nodes import FAST, free_udp_port
@@ -311,3 +312,50 @@ async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:
                 assert node.own_groups() == ["echo"]
             nursery.cancel_scope.cancel()  # the node stopped first; the server ends now
     assert len(ended) == 1
+
+
+async def test_a_reply_owed_when_the_node_stops_is_dropped_and_the_server_ends_cleanly() -> None:
+    """A handler that finishes after its node stopped: nobody to reply through, not an error."""
+    port = free_udp_port()
+    started, release = trio.Event(), trio.Event()
+    ended: list[patterns.Server] = []
+
+    async def slow(request: IncomingRequest) -> bytes:
+        started.set()
+        await release.wait()
+        return b"too late"
+
+    async def serve(node: trizre.Node, task_status: trio.TaskStatus[patterns.Server]) -> None:
+        async with patterns.open_server(node, slow, service="slow") as server:
+            task_status.started(server)
+            try:
+                await trio.sleep_forever()
+            finally:
+                ended.append(server)
+
+    async def ask(client: patterns.ServiceClient) -> None:
+        with pytest.raises(patterns.RequestAbandoned):
+            await client.request("slow", b"x")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_service_client(cli, RetryPolicy(1.0, 1)) as client,
+                trio.open_nursery() as asking,
+            ):
+                async with trizre.open_node("w", beacon_port=port, **FAST) as node:
+                    server = await nursery.start(serve, node)
+                    await client.wait_for_service("slow")
+                    asking.start_soon(ask, client)
+                    await started.wait()
+                # The worker's node stopped with the handler still running.
+                release.set()
+                await trio.testing.wait_all_tasks_blocked()
+                assert (server.executed, server.replied) == (1, 0)
+                asking.cancel_scope.cancel()
+                with pytest.raises(trio.ClosedResourceError):  # joining: too late now
+                    async with patterns.open_server(node, slow, service="again"):
+                        pass
+            nursery.cancel_scope.cancel()
+    assert ended == [server]

@@ -254,13 +254,20 @@ class Server:
 
 
 async def _reply(node: Node, peer: UUID, reply: proto.Reply) -> bool:
-    """Send a reply; no checkpoint when it can go at once.  False: the client is gone."""
+    """Send a reply; no checkpoint when it can go at once.
+
+    False: the client is gone, or the node has stopped.
+    """
     frames = proto.encode(reply)
     try:
         if not node.whisper_nowait(peer, *frames):
             await node.whisper(peer, *frames)
-    except NodeError as exc:
-        # The client is gone; if it comes back it will ask again.
+    except (NodeError, trio.ClosedResourceError) as exc:
+        # NodeError: the client is gone; if it comes back it will ask again.
+        # ClosedResourceError: the node's block ended before this server's (a
+        # handler finished after it): no reply can go through it, and its
+        # peers saw it exit, so clients retry elsewhere.  Not the server's
+        # failure: it must not end the server's block with an error.
         log.debug("could not reply to %s: %s", peer, exc)
         return False
     return True
@@ -296,10 +303,13 @@ async def open_server(
     Up to ``max_concurrency`` handlers run at once; beyond that the server
     stops reading, which backpressures the node and, through it, clients.
     A handler that raises is answered with status 500 and the server goes
-    on; its cancellation (the block ending) sends no reply.
+    on; its cancellation (the block ending) sends no reply.  If the node's
+    block ends first, the server reads nothing more, replies still owed
+    are dropped, and the block ends without error when its body does.
 
     Bad input: an invalid or ``mmi.*`` service name, or ``max_concurrency
-    < 1``, raises ``ValueError`` before anything starts.
+    < 1``, raises ``ValueError`` before anything starts; with a service,
+    a node that has already stopped raises ``trio.ClosedResourceError``.
     """
     if service is not None:
         check_service_name(service)

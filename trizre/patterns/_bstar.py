@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import final
 
 import trio
@@ -77,14 +77,19 @@ class BinaryStarServer:
         return None if transition.accepted else proto.Status.UNAVAILABLE
 
     async def _heartbeat(self) -> None:
-        while True:
-            message = proto.encode(proto.State(self._fsm.state.value))
-            for peer in self.node.find_peers(self.partner):
-                try:
-                    await self.node.whisper(peer, *message)
-                except NodeError as exc:
-                    log.debug("state to %s not sent: %s", peer, exc)
-            await trio.sleep(self._fsm.heartbeat)
+        # The node's block may end before this server's: from then on every
+        # node method raises ClosedResourceError.  Heartbeats have nowhere to
+        # go (the partner saw this node exit), so they stop, quietly, and the
+        # block ends when its body does rather than with an error.
+        with suppress(trio.ClosedResourceError):
+            while True:
+                message = proto.encode(proto.State(self._fsm.state.value))
+                for peer in self.node.find_peers(self.partner):
+                    try:
+                        await self.node.whisper(peer, *message)
+                    except NodeError as exc:
+                        log.debug("state to %s not sent: %s", peer, exc)
+                await trio.sleep(self._fsm.heartbeat)
 
     async def _listen(self, events: AsyncIterator[object]) -> None:
         async for event in events:
@@ -125,7 +130,9 @@ async def open_binary_star_server(
     not fail back by itself.
 
     Raises ``SplitBrain`` (two active servers) or ``DualPassive`` out of
-    the block when the pair is in a fatal state; the server stops.
+    the block when the pair is in a fatal state; the server stops.  If the
+    node's block ends first, heartbeats stop (the partner sees this node
+    exit), and the block ends without error when its body does.
     Bad input: ``partner`` equal to this node's name or a non-positive
     heartbeat raises ``ValueError``.
     """

@@ -359,3 +359,31 @@ async def test_a_reply_owed_when_the_node_stops_is_dropped_and_the_server_ends_c
                         pass
             nursery.cancel_scope.cancel()
     assert ended == [server]
+
+
+async def test_clients_whose_node_stopped_raise_closed_resource_error() -> None:
+    """A client that outlives its node: waiting ends, and requests fail at once, not by timeout."""
+    port = free_udp_port()
+    done = trio.Event()
+
+    async def use(node: trizre.Node, task_status: trio.TaskStatus[None]) -> None:
+        async with (
+            patterns.open_service_client(node) as client,
+            patterns.open_lazy_pirate_client(node, "w") as pirate,
+        ):
+            task_status.started()
+            with pytest.raises(trio.ClosedResourceError):
+                await client.wait_for_service("echo")  # the node stops while this waits
+            with trio.fail_after(1):  # less than one attempt (2.5 s)
+                with pytest.raises(trio.ClosedResourceError):
+                    await client.request("echo", b"x")
+                with pytest.raises(trio.ClosedResourceError):
+                    await pirate.request(b"x")
+        done.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with trizre.open_node("c", beacon_port=port, **FAST) as node:
+                await nursery.start(use, node)
+                await trio.testing.wait_all_tasks_blocked()  # waiting for a worker
+            await done.wait()

@@ -206,7 +206,9 @@ class LazyPirateClient:
 
         Raises :class:`RequestAbandoned` after ``policy.attempts`` attempts
         without a reply, :class:`RemoteError` if the server answered with
-        an error status, ``TypeError`` for frames that are not bytes.
+        an error status, ``TypeError`` for frames that are not bytes, and
+        ``trio.ClosedResourceError`` once the node has stopped (at once;
+        a request in flight then sees it at its next attempt).
         Cancellation: the request is abandoned; a late reply is dropped.
         """
         return await _request(
@@ -266,6 +268,8 @@ class ServiceClient:
         """Wait until at least ``workers`` peers offer ``service``.
 
         Cancellation: nothing changes; bound it with ``trio.fail_after``.
+        Raises ``trio.ClosedResourceError`` if the node has stopped, or
+        when it stops while this waits.
         """
         while len(self.workers(service)) < workers:
             await self._router.membership_changed()
@@ -307,7 +311,9 @@ class ServiceClient:
         :class:`RequestAbandoned` when no worker answered within
         ``policy.attempts`` attempts (also when there is no worker at all),
         :class:`RemoteError` for an error status, ``ValueError`` for an
-        invalid service name.  Cancellation: the request is abandoned.
+        invalid service name, ``trio.ClosedResourceError`` once the node
+        has stopped (as :meth:`LazyPirateClient.request`).  Cancellation:
+        the request is abandoned.
         """
         if not isinstance(service, str):
             raise TypeError(f"a service name is a str, got {type(service).__name__}")
@@ -394,7 +400,9 @@ class BinaryStarClient:
         """Send a request to the active server and return the reply's frames.
 
         Raises :class:`RequestAbandoned` after ``policy.attempts`` attempts
-        without a reply, :class:`RemoteError` for an error status.
+        without a reply, :class:`RemoteError` for an error status,
+        ``trio.ClosedResourceError`` once the node has stopped (as
+        :meth:`LazyPirateClient.request`).
         Cancellation: the request is abandoned.
         """
         return await _request(

@@ -132,6 +132,10 @@ class ReplyCache:
 class Server:
     """A running server: what :func:`open_server` yields.
 
+    Create it with :func:`open_server`, never directly: the constructor
+    checks nothing (bad input is :func:`open_server`'s to reject) and it
+    subscribes to the node's events, which only the server's tasks read.
+
     Its counters are for tests and monitoring: ``executed`` handler runs,
     ``replied`` replies sent (cached resends included), ``refused``
     requests refused by the gate (a passive Binary Star server).

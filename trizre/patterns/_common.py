@@ -122,8 +122,14 @@ class _Pending:
 
     async def wait(self) -> None:
         """Wait for a reply or the loss of the current target."""
-        # A latch, not trio_util.RepeatedEvent (which waits for the next
-        # set): a reply that arrives before the client waits must wake it.
+        # A latch (one waiter: the request's own task), not
+        # trio_util.RepeatedEvent, whose wait() sees only sets made after it
+        # is called.  The callers (_attempt, and _request's 503 loop) check
+        # reply/lost with no checkpoint before calling this, so RepeatedEvent
+        # would lose nothing today; the latch keeps this method correct by
+        # itself (a wake() made while the task was elsewhere, say in
+        # node.whisper, is kept), and the spurious return a stale set can
+        # cause costs one turn of the callers' loops, which re-check.
         await self._wake.wait()
         self._wake = trio.Event()
 
@@ -182,7 +188,12 @@ class ReplyRouter:
         return self._load.get(peer, 0)
 
     async def membership_changed(self) -> None:
-        """Wait until some peer enters, exits, joins or leaves a group."""
+        """Wait for the next change after this call: a peer enters, exits,
+        joins or leaves a group, its presence changes, or the node stops.
+
+        Only changes after the call count (a ``RepeatedEvent``): check the
+        state first with no checkpoint in between, as both callers do.
+        """
         await self._membership.wait()
 
     async def run(self, events: EventStream) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import trio
@@ -28,6 +28,23 @@ def free_udp_port() -> int:
 
 
 FAST = {"beacon_interval": 0.05, "interface": "lo"}
+
+
+async def outlive_node(
+    block: AbstractAsyncContextManager[E], ended: list[E], task_status: trio.TaskStatus[E]
+) -> None:
+    """Hold ``block`` (a server on a node) open until cancelled.
+
+    Started in a nursery outside the node's block, so that it can outlive
+    the node; reports what ``block`` yields, and appends that to ``ended``
+    when the task is cancelled, before leaving the block.
+    """
+    async with block as value:
+        task_status.started(value)
+        try:
+            await trio.sleep_forever()
+        finally:
+            ended.append(value)
 
 
 async def next_event(

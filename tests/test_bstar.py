@@ -10,7 +10,7 @@ import pytest
 import trio
 
 import trizre
-from tests.nodes import FAST, free_udp_port
+from tests.nodes import FAST, free_udp_port, outlive_node
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, State
 
@@ -179,20 +179,13 @@ async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:
     port = free_udp_port()
     ended: list[patterns.BinaryStarServer] = []
 
-    async def serve(node: trizre.Node, task_status: trio.TaskStatus[None]) -> None:
-        async with patterns.open_binary_star_server(
-            node, answer, primary=True, partner="b", heartbeat=HEARTBEAT
-        ) as star:
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                ended.append(star)
-
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             async with trizre.open_node("p", beacon_port=port, **FAST) as node:
-                await nursery.start(serve, node)
+                block = patterns.open_binary_star_server(
+                    node, answer, primary=True, partner="b", heartbeat=HEARTBEAT
+                )
+                await nursery.start(outlive_node, block, ended)
             await trio.sleep(3 * HEARTBEAT)  # heartbeats fall due after the node stopped
             nursery.cancel_scope.cancel()
     assert len(ended) == 1

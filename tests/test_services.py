@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 import trizre
-from tests.nodes import FAST, free_udp_port
+from tests.nodes import FAST, free_udp_port, outlive_node
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, _server
 
@@ -297,18 +297,11 @@ async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:
     port = free_udp_port()
     ended: list[patterns.Server] = []
 
-    async def serve(node: trizre.Node, task_status: trio.TaskStatus[None]) -> None:
-        async with patterns.open_server(node, labelled("w"), service="echo") as server:
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                ended.append(server)
-
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             async with trizre.open_node("w", beacon_port=port, **FAST) as node:
-                await nursery.start(serve, node)
+                block = patterns.open_server(node, labelled("w"), service="echo")
+                await nursery.start(outlive_node, block, ended)
                 assert node.own_groups() == ["echo"]
             nursery.cancel_scope.cancel()  # the node stopped first; the server ends now
     assert len(ended) == 1
@@ -325,14 +318,6 @@ async def test_a_reply_owed_when_the_node_stops_is_dropped_and_the_server_ends_c
         await release.wait()
         return b"too late"
 
-    async def serve(node: trizre.Node, task_status: trio.TaskStatus[patterns.Server]) -> None:
-        async with patterns.open_server(node, slow, service="slow") as server:
-            task_status.started(server)
-            try:
-                await trio.sleep_forever()
-            finally:
-                ended.append(server)
-
     async def ask(client: patterns.ServiceClient) -> None:
         with pytest.raises(patterns.RequestAbandoned):
             await client.request("slow", b"x")
@@ -345,7 +330,9 @@ async def test_a_reply_owed_when_the_node_stops_is_dropped_and_the_server_ends_c
                 trio.open_nursery() as asking,
             ):
                 async with trizre.open_node("w", beacon_port=port, **FAST) as node:
-                    server = await nursery.start(serve, node)
+                    server = await nursery.start(
+                        outlive_node, patterns.open_server(node, slow, service="slow"), ended
+                    )
                     await client.wait_for_service("slow")
                     asking.start_soon(ask, client)
                     await started.wait()

@@ -116,9 +116,14 @@ class RawPeer:
         self.seq = (self.seq + 1) & 0xFFFF
         return self.seq
 
-    async def hello(self, name: str = "raw", groups: tuple[str, ...] = ()) -> None:
+    async def hello(
+        self,
+        name: str = "raw",
+        groups: tuple[str, ...] = (),
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.seq = 0
-        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, ()))
+        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, headers))
 
     async def receive(self) -> wire.Message:
         """The next message the node sent us (identity frame stripped)."""
@@ -127,13 +132,30 @@ class RawPeer:
 
 
 @asynccontextmanager
-async def raw_peer(node: trizre.Node) -> AsyncIterator[RawPeer]:
+async def raw_peer(
+    node: trizre.Node,
+    *,
+    curve: trizre.Certificate | None = None,
+    claim: uuid.UUID | None = None,
+) -> AsyncIterator[RawPeer]:
+    """A raw peer of ``node``; with ``curve``, its DEALER is a CURVE client with that key pair.
+
+    ``claim``: the UUID its DEALER presents (default: its own).
+    """
     ctx = context()
     inbox_sock: zmq.Socket[Any] = ctx.socket(zmq.ROUTER)
     port = inbox_sock.bind_to_random_port("tcp://127.0.0.1", 49152, 65000)
     outbox_sock: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
     peer = RawPeer(ZSocket(inbox_sock), ZSocket(outbox_sock), f"tcp://127.0.0.1:{port}")
+    if claim is not None:
+        peer.uuid = claim
     outbox_sock.setsockopt(zmq.IDENTITY, b"\x01" + peer.uuid.bytes)
+    if curve is not None:
+        server = node.config.curve
+        assert server is not None and curve.secret is not None
+        outbox_sock.setsockopt(zmq.CURVE_SERVERKEY, server.public)
+        outbox_sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+        outbox_sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
     outbox_sock.connect(node.endpoint)
     try:
         yield peer
@@ -166,9 +188,14 @@ class MemoryRawPeer:
     async def send(self, message: wire.Message) -> None:
         await self.link.send(wire.encode(message))
 
-    async def hello(self, name: str = "raw", groups: tuple[str, ...] = ()) -> None:
+    async def hello(
+        self,
+        name: str = "raw",
+        groups: tuple[str, ...] = (),
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.seq = 0
-        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, ()))
+        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, headers))
 
     async def receive(self) -> wire.Message:
         """The next message the node sent us (identity frame stripped)."""
@@ -190,3 +217,12 @@ async def memory_raw_peer(node: trizre.Node) -> AsyncIterator[MemoryRawPeer]:
         unregister(peer.uuid)
         peer.inbox.close()
         peer.link.close()
+
+
+async def wait_logged(caplog: Any, *texts: str) -> None:
+    """Wait until each of ``texts`` has been logged (caplog: pytest's fixture).
+
+    Polled: a log record cannot wake a Trio task.  Bound it with fail_after.
+    """
+    while not all(text in caplog.text for text in texts):  # noqa: ASYNC110
+        await trio.sleep(0.01)

@@ -342,27 +342,38 @@ async def test_fifty_nodes_in_one_process_reach_a_full_mesh() -> None:
 
 
 async def test_beacons_from_strangers_long_short_and_broken() -> None:
-    """A 54-octet v3 beacon with a CURVE key brings a peer in; junk does not."""
+    """A v1 beacon brings a peer in; junk and CURVE (54-octet v3) beacons do not.
+
+    A node without CURVE could not talk to a CURVE inbox: it must not
+    half-connect to one (issue 11).
+    """
     port = free_udp_port()
     with trio.fail_after(5):
         async with (
             trizre.open_node("n", beacon_port=port, **FAST) as node,
             raw_peer(node) as raw,
+            raw_peer(node) as curve_raw,
         ):
             raw_port = int(raw.endpoint.rsplit(":", 1)[1])
+            curve_port = int(curve_raw.endpoint.rsplit(":", 1)[1])
             sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             with sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
                 for junk in (b"", b"ZRE", b"ZRE\x02" + bytes(18), b"x" * 300):
                     await sock.sendto(junk, ("127.255.255.255", port))
-                beacon = wire.Beacon(raw.uuid, raw_port, version=3, public_key=bytes(32))
-                encoded = wire.encode_beacon(beacon)
+                keyed = wire.Beacon(curve_raw.uuid, curve_port, version=3, public_key=bytes(32))
+                encoded = wire.encode_beacon(keyed)
                 assert len(encoded) == 54
                 await sock.sendto(encoded, ("127.255.255.255", port))
-                # The node connects to the beacon's sender and says HELLO.
+                beacon = wire.Beacon(raw.uuid, raw_port)
+                await sock.sendto(wire.encode_beacon(beacon), ("127.255.255.255", port))
+                # The node connects to the v1 beacon's sender and says HELLO;
+                # the CURVE beacon, read before it, was ignored.
                 hello = await raw.receive()
                 assert isinstance(hello, wire.Hello)
                 assert hello.name == "n"
+                assert curve_raw.uuid not in node._peers
+                assert curve_raw.inbox.receive_nowait() is None
                 # A port-0 beacon from a known peer removes it.
                 events = node.events()
                 await raw.hello()

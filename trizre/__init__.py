@@ -6,6 +6,7 @@ The wire codec lives in :mod:`trizre.wire`.
 """
 
 from ._config import NodeConfig
+from ._curve import CURVE_ALLOW_ANY, Certificate, load_public_keys
 from ._events import (
     Enter,
     Evasive,
@@ -29,6 +30,8 @@ from ._node import Node, open_node
 __version__ = "0.1.0"
 
 __all__ = [
+    "CURVE_ALLOW_ANY",
+    "Certificate",
     "Enter",
     "Evasive",
     "Event",
@@ -50,6 +53,7 @@ __all__ = [
     "Whisper",
     "__version__",
     "list_interfaces",
+    "load_public_keys",
     "open_node",
     "select_interface",
 ]

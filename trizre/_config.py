@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 import attrs
 
 from . import wire
+from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys
 
 __all__ = ["DiscoveryKind", "NodeConfig"]
 
@@ -27,6 +28,14 @@ def _headers(
     if not isinstance(value, Mapping):
         raise TypeError(f"headers must be a mapping of str to str, got {type(value).__name__}")
     return wire.Hello(1, "", (), 0, "", dict(value)).headers
+
+
+def _allow(value: Any) -> frozenset[bytes] | str | None:
+    if value is None or value == CURVE_ALLOW_ANY:
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, frozenset) and all(isinstance(k, bytes) and len(k) == 32 for k in value):
+        return value  # already converted
+    return allowed_keys(value)
 
 
 def _int_in(low: int, high: int) -> Any:
@@ -89,6 +98,42 @@ class NodeConfig:
     discovery: DiscoveryKind = attrs.field(default="udp")
     trace_dir: str | os.PathLike[str] | None = attrs.field(default=None)
     trace_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_int_in(4096, 2**62))
+    curve: Certificate | None = attrs.field(default=None)
+    curve_allow: frozenset[bytes] | str | None = attrs.field(default=None, converter=_allow)
+    zap_domain: str = attrs.field(default="global")
+
+    @curve.validator
+    def _check_curve(self, attribute: attrs.Attribute[Certificate | None], value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, Certificate):
+            raise TypeError(f"curve must be a trizre.Certificate, got {type(value).__name__}")
+        if value.secret is None:
+            raise ValueError("curve needs a certificate with its secret key (a key pair)")
+
+    @curve_allow.validator
+    def _check_allow(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if self.curve is not None and value is None:
+            raise ValueError(
+                "with curve, say who may connect: curve_allow=[public keys], a directory "
+                "of certificates, or trizre.CURVE_ALLOW_ANY"
+            )
+        if self.curve is None and value is not None:
+            raise ValueError("curve_allow needs curve (this node's certificate)")
+
+    @zap_domain.validator
+    def _check_domain(self, attribute: attrs.Attribute[str], value: Any) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"zap_domain must be a str, got {type(value).__name__}")
+        if not value or len(value.encode("utf-8")) > 254:
+            raise ValueError(f"zap_domain must be 1..254 UTF-8 bytes, got {value!r}")
+
+    @property
+    def hello_headers(self) -> tuple[tuple[str, str], ...]:
+        """The headers our HELLO carries: ``headers``, plus ``X-PUBLICKEY`` with CURVE."""
+        if self.curve is None:
+            return self.headers
+        return (*self.headers, ("X-PUBLICKEY", self.curve.public_z85))
 
     @name.validator
     def _check_name(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
@@ -121,6 +166,8 @@ class NodeConfig:
             raise ValueError(f"discovery must be one of {_DISCOVERY}, got {value!r}")
 
     def __attrs_post_init__(self) -> None:
+        if any(name == "X-PUBLICKEY" for name, _ in self.headers):
+            raise ValueError("the X-PUBLICKEY header is the node's own: set curve=, not the header")
         # The HELLO carries name and headers: let the codec judge them now.
-        hello = wire.Hello(1, "tcp://127.0.0.1:1", (), 0, self.name or "x", self.headers)
+        hello = wire.Hello(1, "tcp://127.0.0.1:1", (), 0, self.name or "x", self.hello_headers)
         wire.encode(hello)

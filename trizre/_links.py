@@ -14,7 +14,8 @@ differs is said by the interface itself (:attr:`Link.in_process`,
   ~60 kB and three descriptors on each), no I/O thread hop, and no PINGs,
   because a local peer's liveness is read directly
   (:attr:`LocalInbox.deaf_since`).
-* A CURVE link will be a third implementation of the same interface.
+* CURVE is a :class:`TcpLink` made with a key pair and the peer's public
+  key, into an inbox bound as a CURVE server (:mod:`trizre._curve`).
 
 Backpressure is the DEALER's on both: at most ``hwm`` messages of one link
 wait; a sender beyond that waits (``send``) or is refused (``send_nowait``).
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Protocol, final
 from uuid import UUID
 
+import attrs
 import trio
 import zmq
 
@@ -35,6 +37,8 @@ from ._zsock import ZSocket, context
 
 __all__ = [
     "EPHEMERAL_PORTS",
+    "CurveClient",
+    "CurveServer",
     "Inbox",
     "Link",
     "LocalInbox",
@@ -97,20 +101,46 @@ class Inbox(Protocol):
         ...
 
 
-def bind_inbox(address: str, max_message_size: int = -1) -> tuple[ZSocket, str]:
+def bind_inbox(
+    address: str,
+    max_message_size: int = -1,
+    *,
+    curve: CurveServer | None = None,
+) -> tuple[ZSocket, str]:
     """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
 
     libzmq disconnects a peer that sends a frame over ``max_message_size``
-    bytes before buffering it (-1: no limit).  Raises ``zmq.ZMQError`` when
-    no port is free (after 1000 tries) or the address is not this host's.
+    bytes before buffering it (-1: no limit).  With ``curve`` the inbox is
+    a CURVE server: only clients the ZAP handler accepts connect, and each
+    message's identity frame is prefixed with the client's key in Z85
+    (see :class:`ZSocket`'s ``tag_user_id``).  Raises ``zmq.ZMQError``
+    when no port is free (after 1000 tries) or the address is not this
+    host's.
     """
     sock = context().socket(zmq.ROUTER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
-        # A peer that reconnects with the same identity takes over its old
-        # route at once, rather than being refused until the old one dies.
-        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if curve is not None:
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+            sock.setsockopt(zmq.ZAP_DOMAIN, curve.domain.encode("utf-8"))
+            # The ZAP handler finds this node's policy by it (27/ZAP's "identity").
+            sock.setsockopt(zmq.ROUTING_ID, curve.routing_id)
+        if curve is None:
+            # A peer that reconnects with the same identity takes over its
+            # old route at once, rather than being refused until the old
+            # one dies.
+            sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        else:
+            # With CURVE, a second connection claiming a connected peer's
+            # identity is refused, whatever key it holds: handing the route
+            # over would let any allowed key cut a peer off.  ZMTP
+            # heartbeats close a dead connection instead, freeing its
+            # identity for the peer's reconnection within seconds.
+            sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
         # pyzmq hands exactly its default range, which is 36/ZRE's, to the
         # OS (whose ephemeral range differs); one port less keeps it ours.
         port = sock.bind_to_random_port(
@@ -122,7 +152,28 @@ def bind_inbox(address: str, max_message_size: int = -1) -> tuple[ZSocket, str]:
     except BaseException:
         sock.close(linger=0)
         raise
-    return ZSocket(sock), f"tcp://{address}:{port}"
+    return ZSocket(sock, tag_user_id=curve is not None), f"tcp://{address}:{port}"
+
+
+@final
+@attrs.frozen
+class CurveServer:
+    """What a CURVE inbox needs: our key pair, the ZAP domain, the routing id ZAP knows us by."""
+
+    public: bytes
+    secret: bytes
+    domain: str
+    routing_id: bytes
+
+
+@final
+@attrs.frozen
+class CurveClient:
+    """What a CURVE link needs: our key pair and the peer's public key (all 32 bytes)."""
+
+    public: bytes
+    secret: bytes
+    server: bytes
 
 
 @final
@@ -144,17 +195,28 @@ class TcpLink:
         self.send = sock.send
 
     @classmethod
-    def connect(cls, endpoint: str, identity: bytes, hwm: int) -> TcpLink:
+    def connect(
+        cls, endpoint: str, identity: bytes, hwm: int, *, curve: CurveClient | None = None
+    ) -> TcpLink:
         """Open a DEALER with ``identity`` and ``hwm`` and connect it to ``endpoint``.
 
-        Raises ``zmq.ZMQError`` when the process is out of sockets or
-        descriptors.
+        With ``curve`` it is a CURVE client of the peer's key: libzmq
+        refuses to talk to a server holding any other key.  Raises
+        ``zmq.ZMQError`` when the process is out of sockets or descriptors.
         """
         zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
-        zsock.setsockopt(zmq.IDENTITY, identity)
-        zsock.setsockopt(zmq.SNDHWM, hwm)
-        zsock.setsockopt(zmq.LINGER, 0)
-        zsock.connect(endpoint)
+        try:
+            zsock.setsockopt(zmq.IDENTITY, identity)
+            zsock.setsockopt(zmq.SNDHWM, hwm)
+            zsock.setsockopt(zmq.LINGER, 0)
+            if curve is not None:
+                zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
+                zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+                zsock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            zsock.connect(endpoint)
+        except BaseException:
+            zsock.close(linger=0)
+            raise
         return cls(ZSocket(zsock, cork=True))  # floods: one libzmq hand-over a batch
 
     @property

@@ -29,7 +29,7 @@ import math
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Final, final
 from uuid import UUID, uuid4
 
@@ -40,6 +40,15 @@ from trio_util import RepeatedEvent
 from . import _trace as kinds
 from . import wire
 from ._config import DiscoveryKind, NodeConfig
+from ._curve import (
+    CURVE_ALLOW_ANY,
+    Certificate,
+    CurveKey,
+    CurvePolicy,
+    curve_key,
+    open_zap,
+    z85,
+)
 from ._discovery import Discovery, SourceThrottle, open_beacon_hub, open_memory_discovery
 from ._events import (
     Enter,
@@ -57,6 +66,8 @@ from ._events import (
 from ._fanout import EventStream, Fanout, Overflow
 from ._interfaces import Interface, select_interface
 from ._links import (
+    CurveClient,
+    CurveServer,
     Inbox,
     Link,
     LocalInbox,
@@ -131,7 +142,10 @@ class Node:
         # TCP peers that have not said HELLO, oldest first: at most
         # max_pending_peers of them hold a socket (forged beacons are cheap).
         self._unready: dict[UUID, PeerSession] = {}
-        self._crowded_logged = -math.inf
+        self._logged: dict[str, float] = {}  # what _log_rarely said, and when
+        self._curve = config.curve
+        # The ZAP handler tells this node's inbox from others' by it.
+        self._zap_id = b"trizre-zap-" + self._uuid.bytes
         self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
 
     # ------------------------------------------------------------ identity
@@ -436,12 +450,18 @@ class Node:
     # --------------------------------------------------------- peer table
 
     def _add_peer(
-        self, peer_uuid: UUID, endpoint: str, *, beacon_from: str | None = None
+        self,
+        peer_uuid: UUID,
+        endpoint: str,
+        *,
+        beacon_from: str | None = None,
+        key: bytes | None = None,
     ) -> PeerSession | None:
         """Link to a new peer and queue our HELLO to it.
 
         ``beacon_from``: the address of the beacon that announced it, whose
         new TCP peers are throttled (a HELLO needs a real connection).
+        ``key``: its CURVE public key, required in CURVE mode.
         """
         host = _endpoint_host(endpoint)
         if host is None or not self._interface.contains(host):
@@ -449,8 +469,17 @@ class Node:
             # beacon or HELLO claims.
             log.debug("ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface)
             return None
+        curve: CurveClient | None = None
+        if self._curve is not None:
+            curve = self._curve_client(peer_uuid, key)
+            if curve is None:
+                return None
         link: Link
-        inbox = lookup(peer_uuid, endpoint, self._version) if self._config.local_links else None
+        inbox = (
+            lookup(peer_uuid, endpoint, self._version)
+            if self._config.local_links and curve is None
+            else None
+        )
         if inbox is not None:
             link = LocalLink(inbox, self._identity, self._config.send_hwm)
         elif beacon_from is not None and not self._throttle.admit(beacon_from, trio.current_time()):
@@ -458,7 +487,7 @@ class Node:
             return None
         else:
             try:
-                link = TcpLink.connect(endpoint, self._identity, self._config.send_hwm)
+                link = TcpLink.connect(endpoint, self._identity, self._config.send_hwm, curve=curve)
             except zmq.ZMQError as exc:
                 # Out of sockets or descriptors: this peer waits for its next
                 # beacon; the node itself carries on.
@@ -470,7 +499,7 @@ class Node:
             tuple(sorted(self._groups)),
             self._status,
             self._name,
-            self._config.headers,
+            self._config.hello_headers,
             version=self._version,
         )
         protocol = PeerProtocol(
@@ -481,12 +510,13 @@ class Node:
             evasive=self._config.evasive_timeout,
             expired=self._config.expired_timeout,
             handshake=self._config.handshake_timeout,
+            key=None if curve is None else z85(curve.server),
         )
         peer = PeerSession(protocol, link)
         if not link.in_process:
             self._bound_unready(peer)
         self._peers[peer_uuid] = peer
-        self._by_identity[b"\x01" + peer_uuid.bytes] = peer
+        self._by_identity[protocol.route] = peer
         peer.flush()
         self._presence_wakeup.set()
         return peer
@@ -496,7 +526,7 @@ class Node:
         if self._peers.get(peer.uuid) is not peer:
             return False
         del self._peers[peer.uuid]
-        del self._by_identity[b"\x01" + peer.uuid.bytes]
+        del self._by_identity[peer.protocol.route]
         self._unready.pop(peer.uuid, None)
         if peer.beacon_key is not None:
             self._quiet.pop(peer.beacon_key, None)
@@ -504,6 +534,23 @@ class Node:
         log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
         self._peers_changed.set()
         return True
+
+    def _curve_client(self, peer_uuid: UUID, key: bytes | None) -> CurveClient | None:
+        """Our CURVE link's keys towards a peer, or ``None`` if we must not link to it."""
+        cert = self._curve
+        assert cert is not None and cert.secret is not None
+        if key is None:
+            return None  # never: beacons and HELLOs without a key are turned away first
+        allowed = self._config.curve_allow
+        if isinstance(allowed, frozenset) and key not in allowed:
+            # It could not link back to us: do not half-connect.
+            self._log_rarely(
+                "not-allowed",
+                logging.INFO,
+                f"not linking to peer {peer_uuid}: its key {z85(key)} is not in curve_allow",
+            )
+            return None
+        return CurveClient(cert.public, cert.secret, key)
 
     def _bound_unready(self, newcomer: PeerSession) -> None:
         """Make room for ``newcomer`` among the TCP peers that have not said HELLO."""
@@ -518,10 +565,14 @@ class Node:
         unready[newcomer.uuid] = newcomer
 
     def _warn_crowded(self, what: str) -> None:
+        self._log_rarely("crowded", logging.WARNING, f"{what} (forged beacons?)")
+
+    def _log_rarely(self, topic: str, level: int, what: str) -> None:
+        """Log ``what`` unless this topic was logged in the last 10 s (floods log per packet)."""
         now = trio.current_time()
-        if now - self._crowded_logged >= 10.0:  # a flood would log per beacon
-            self._crowded_logged = now
-            log.warning("%s (forged beacons?); this is logged at most every 10 s", what)
+        if now - self._logged.get(topic, -math.inf) >= 10.0:
+            self._logged[topic] = now
+            log.log(level, "%s; this is logged at most every 10 s", what)
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
@@ -560,12 +611,27 @@ class Node:
                 await self._after_receive(peer, frames, events)
 
     async def _greet(self, frames: Sequence[bytes], now: float) -> None:
-        """A message from a sender we do not know: a HELLO makes it a peer."""
-        found = hello_from_stranger(frames, self._version)
+        """A message from a sender we do not know: a HELLO makes it a peer.
+
+        In CURVE mode the sender is known by its key and UUID together: a
+        HELLO for a UUID we know under another key is refused, so nobody
+        can speak as another peer, whatever key the allow-list gave them.
+        """
+        found = hello_from_stranger(frames, self._version, curve=self._curve is not None)
         if found is None:
-            return  # commands before HELLO are ignored
-        peer_uuid, hello = found
-        peer = self._add_peer(peer_uuid, hello.endpoint)
+            return  # commands before HELLO are ignored (and key-less HELLOs in CURVE mode)
+        peer_uuid, hello, key = found
+        known = self._peers.get(peer_uuid)
+        if key is not None and known is not None and known.protocol.key != key:
+            self._log_rarely(
+                "spoof",
+                logging.WARNING,
+                f"refused a HELLO from key {key} for peer {peer_uuid}, "
+                f"which is known under key {known.protocol.key}",
+            )
+            return
+        raw_key = None if key is None else curve_key(key)
+        peer = self._add_peer(peer_uuid, hello.endpoint, key=raw_key)
         if peer is not None:
             await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
 
@@ -666,10 +732,16 @@ class Node:
 
     # ------------------------------------------------------------- beacons
 
+    def _beacon(self, port: int) -> wire.Beacon:
+        """Our beacon: 36/ZRE's version 1, 43/ZRE's version 3, with our key in CURVE mode."""
+        if self._curve is not None:
+            return wire.Beacon(self._uuid, port, 3, self._curve.public)
+        return wire.Beacon(self._uuid, port, version=1 if self._version == 2 else 3)
+
     async def _beacon_sender(self) -> None:
         assert self._discovery is not None
         port = int(self._endpoint.rsplit(":", 1)[1])
-        beacon = wire.Beacon(self._uuid, port, version=1 if self._version == 2 else 3)
+        beacon = self._beacon(port)
         interval = self._config.beacon_interval
         while True:
             await self._discovery.send(beacon)
@@ -697,6 +769,8 @@ class Node:
         if beacon.uuid == self._uuid:
             quiet[key] = None
             return
+        if not self._speaks(beacon, address):
+            return
         peer = self._peers.get(beacon.uuid)
         endpoint = f"tcp://{address}:{beacon.port}"
         if beacon.leaving:
@@ -706,7 +780,7 @@ class Node:
                 self._leavers_lot.unpark_all()
             return
         if peer is None:
-            peer = self._add_peer(beacon.uuid, endpoint, beacon_from=address)
+            peer = self._add_peer(beacon.uuid, endpoint, beacon_from=address, key=beacon.public_key)
         if peer is None:
             return
         # An in-process peer's liveness is read from its link, never from beacons.
@@ -717,6 +791,35 @@ class Node:
         if refreshed and peer.protocol.ready:
             peer.protocol.heard(trio.current_time())
 
+    def _speaks(self, beacon: wire.Beacon, address: str) -> bool:
+        """Whether a beacon announces a node we can talk to; logs (rarely) why not.
+
+        A CURVE node takes only beacons carrying a key: a key-less one is a
+        downgrade, ignored as zyre does.  A plain node ignores those with a
+        key (it could not connect to a CURVE inbox) and those of the other
+        protocol version (version-1 beacons announce 36/ZRE, version-3 ones
+        43/ZRE), which would only half-connect.
+        """
+        if self._curve is not None:
+            if beacon.public_key is not None:
+                return True
+            self._log_rarely(
+                "downgrade",
+                logging.INFO,
+                f"ignoring beacons without a CURVE key (from {address}, among others): "
+                "this node talks CURVE only",
+            )
+            return False
+        if beacon.public_key is not None:
+            self._log_rarely(
+                "curve-beacon",
+                logging.INFO,
+                f"ignoring CURVE beacons (from {address}, among others): "
+                "this node has no certificate (open_node(curve=...))",
+            )
+            return False
+        return beacon.version == (1 if self._version == 2 else 3)
+
     async def _remove_leavers(self) -> None:
         while True:
             while not self._leavers:
@@ -726,12 +829,18 @@ class Node:
     # ---------------------------------------------------------- lifecycle
 
     async def _start(self, nursery: trio.Nursery, discovery: Discovery) -> None:
+        curve: CurveServer | None = None
+        if (cert := self._curve) is not None:
+            assert cert.secret is not None
+            curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
         self._inbox, self._endpoint = bind_inbox(
-            str(self._interface.address), self._config.max_message_size
+            str(self._interface.address), self._config.max_message_size, curve=curve
         )
         self._discovery = discovery
         nursery.start_soon(self._reader, self._inbox)
-        if self._config.local_links:
+        # CURVE peers are all reached over CURVE: an in-memory link would
+        # bypass the allow-list.
+        if self._config.local_links and curve is None:
             self._local = LocalInbox(self._endpoint, self._version)
             register(self._uuid, self._local)
             nursery.start_soon(self._reader, self._local)
@@ -758,7 +867,7 @@ class Node:
         if self._discovery is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 try:
-                    await self._discovery.send(wire.Beacon(self._uuid, 0))
+                    await self._discovery.send(self._beacon(0))
                 except (OSError, trio.ClosedResourceError) as exc:
                     log.debug("could not send the leaving beacon: %s", exc)
         self._peers.clear()
@@ -818,6 +927,15 @@ def _open_discovery(
     return open_beacon_hub(interface, port)
 
 
+def _open_zap(node: Node) -> AbstractAsyncContextManager[None]:
+    config = node.config
+    if config.curve is None:
+        return nullcontext()
+    allowed = None if config.curve_allow == CURVE_ALLOW_ANY else config.curve_allow
+    assert not isinstance(allowed, str)
+    return open_zap(node._zap_id, CurvePolicy(config.zap_domain, allowed))
+
+
 @asynccontextmanager
 async def open_node(
     name: str | None = None,
@@ -839,6 +957,9 @@ async def open_node(
     discovery: DiscoveryKind = "udp",
     trace_dir: str | os.PathLike[str] | None = None,
     trace_max_bytes: int = 64 * 1024 * 1024,
+    curve: Certificate | None = None,
+    curve_allow: str | os.PathLike[str] | Iterable[CurveKey] | None = None,
+    zap_domain: str = "global",
 ) -> AsyncIterator[Node]:
     """Start a ZRE node; stop it when the block ends.
 
@@ -894,6 +1015,23 @@ async def open_node(
         trace_dir: record a trace (``docs/traces.md``) of this node and of
             the patterns running on it into this directory; off by default.
         trace_max_bytes: rotate a trace file past this size (at least 4096).
+        curve: this node's :class:`~trizre.Certificate` (a key pair): talk
+            CURVE as 43/ZRE and zyre do (``docs/security.md``).  The node
+            then beacons its public key (54-octet version-3 beacons), its
+            inbox is a CURVE server, every link encrypted and keyed from
+            the peer's beacon, and its HELLO carries ``X-PUBLICKEY``.  It
+            ignores beacons and HELLOs without a key (downgrade
+            protection), and peers without CURVE ignore it.  Every peer is
+            reached over TCP (no in-memory links).
+        curve_allow: required with ``curve``: the client keys allowed to
+            connect: an iterable of keys (32 bytes, Z85 text or
+            certificates), a directory of public certificate files (czmq's
+            ``zcertstore``), or :data:`~trizre.CURVE_ALLOW_ANY` (anyone who
+            can reach the node; logged as a warning).  Peers whose keys are
+            not allowed are not linked to either.  A client that connects
+            with an allowed key but claims the UUID of a peer known under
+            another key is refused.
+        zap_domain: the ZAP domain of the inbox (zyre's default ``"global"``).
 
     The options are checked together (:class:`~trizre.NodeConfig`), before
     anything starts: bad input raises ``TypeError`` or ``ValueError``
@@ -927,7 +1065,16 @@ async def open_node(
         discovery=discovery,
         trace_dir=trace_dir,
         trace_max_bytes=trace_max_bytes,
+        curve=curve,
+        curve_allow=curve_allow,
+        zap_domain=zap_domain,
     )
+    if config.curve_allow == CURVE_ALLOW_ANY:
+        log.warning(
+            "CURVE node %r lets any key connect (curve_allow=CURVE_ALLOW_ANY): traffic is "
+            "encrypted, but anyone on the network can join",
+            config.name,
+        )
     node = Node(config, select_interface(config.interface))
     if config.trace_dir is not None:
         node._tracer = Tracer(
@@ -935,7 +1082,10 @@ async def open_node(
         )
     try:
         with unwrap_single_exception_group():
-            async with _open_discovery(config.discovery, node.interface, beacon_port) as found:
+            async with (
+                _open_zap(node),
+                _open_discovery(config.discovery, node.interface, beacon_port) as found,
+            ):
                 try:
                     async with trio.open_nursery() as nursery:
                         await node._start(nursery, found)

@@ -31,6 +31,10 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
   events and, at ``expired``, :attr:`ExitReason.EXPIRED`
   (see :mod:`trizre._presence`).
+* CURVE (43/ZRE, as zyre): the peer's identity is prefixed by the Z85
+  key it authenticated with (the inbox tags it), and its HELLO must carry
+  that key as ``X-PUBLICKEY``; a HELLO without it is a downgrade attempt
+  and ends the peer (:attr:`ExitReason.KEY`).
 * Handshake: a peer whose HELLO has not arrived ``handshake`` seconds after
   the conversation began is ended (:attr:`ExitReason.HANDSHAKE`): anyone
   can forge a beacon, and a peer that never greets must not hold a socket.
@@ -54,7 +58,7 @@ from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
 from ._presence import Liveness, Presence, PresenceAction
 from ._trace import ExitReason
 
-__all__ = ["PeerEvent", "PeerProtocol", "hello_from_stranger"]
+__all__ = ["PUBLIC_KEY_HEADER", "PeerEvent", "PeerProtocol", "hello_from_stranger", "route"]
 
 PeerEvent: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
 """What a peer's protocol reports; the node publishes these to subscribers."""
@@ -62,19 +66,52 @@ PeerEvent: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
 _NO_GROUPS: Final[frozenset[str]] = frozenset()
 _NOTHING: Final[tuple[PeerEvent, ...]] = ()
 _IDENTITY_SIZE: Final = 17  # 0x01 + a 16-octet UUID (36/ZRE)
+_Z85_KEY_SIZE: Final = 40
+
+PUBLIC_KEY_HEADER: Final = "X-PUBLICKEY"
+"""The HELLO header in which a CURVE node gives its public key in Z85 (zyre's name)."""
 
 
-def hello_from_stranger(frames: Sequence[bytes], version: int) -> tuple[UUID, wire.Hello] | None:
-    """The sender and its HELLO, if ``frames`` can open a conversation; else ``None``.
+def route(peer: UUID, key: str | None = None) -> bytes:
+    """What a ROUTER inbox shows as the sender of ``peer``'s messages.
+
+    ``0x01 + UUID`` (36/ZRE's DEALER identity); in CURVE mode prefixed with
+    the Z85 key the peer authenticated with.
+    """
+    identity = b"\x01" + peer.bytes
+    return identity if key is None else key.encode("ascii") + identity
+
+
+def _declares(hello: wire.Hello, key: str) -> bool:
+    # As peers read headers: for a repeated name the last value counts.
+    return hello.headers_dict().get(PUBLIC_KEY_HEADER) == key
+
+
+def hello_from_stranger(
+    frames: Sequence[bytes], version: int, *, curve: bool = False
+) -> tuple[UUID, wire.Hello, str | None] | None:
+    """The sender, its HELLO and its CURVE key, if ``frames`` can open a conversation.
 
     ``frames`` are as a ROUTER delivers them: the sender's identity, then
     the message.  Only a HELLO numbered 1, of our protocol version, from a
     DEALER identity ``0x01 + UUID`` qualifies; anything else from a sender
-    we do not know is ignored (36/ZRE).  Never raises for bytes input.
+    we do not know is ignored (36/ZRE).  With ``curve`` the identity is
+    prefixed by the Z85 key the sender authenticated with, and the HELLO
+    must declare that same key in ``X-PUBLICKEY`` (downgrade protection).
+    Returns ``None`` when it does not qualify; never raises for bytes input.
     """
     if len(frames) < 2:
         return None
     identity = frames[0]
+    key: str | None = None
+    if curve:
+        if len(identity) != _Z85_KEY_SIZE + _IDENTITY_SIZE:
+            return None
+        try:
+            key = identity[:_Z85_KEY_SIZE].decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        identity = identity[_Z85_KEY_SIZE:]
     if len(identity) != _IDENTITY_SIZE or identity[0] != 1:
         return None
     try:
@@ -83,7 +120,9 @@ def hello_from_stranger(frames: Sequence[bytes], version: int) -> tuple[UUID, wi
         return None
     if not isinstance(message, wire.Hello) or message.sequence != wire.HELLO_SEQUENCE:
         return None
-    return UUID(bytes=bytes(identity[1:])), message
+    if key is not None and not _declares(message, key):
+        return None
+    return UUID(bytes=bytes(identity[1:])), message, key
 
 
 @final
@@ -91,7 +130,8 @@ class PeerProtocol:
     """Our ZRE conversation with one peer: sequence numbers, queue, inbound rules.
 
     Create it when the peer is discovered, with the HELLO to send it
-    (queued first).  Bad input: a HELLO not numbered 1 raises
+    (queued first), and in CURVE mode the Z85 ``key`` the peer
+    authenticates with.  Bad input: a HELLO not numbered 1 raises
     ``ValueError``; ``version`` must be one of ``wire.MESSAGE_VERSIONS``.
     Times are any monotonic float clock; the node passes Trio's.
     """
@@ -107,9 +147,11 @@ class PeerProtocol:
         "groups",
         "headers",
         "in_seq",
+        "key",
         "name",
         "presence",
         "ready",
+        "route",
         "sent_seq",
         "status",
         "uuid",
@@ -126,12 +168,15 @@ class PeerProtocol:
         evasive: float,
         expired: float,
         handshake: float = math.inf,
+        key: str | None = None,
     ) -> None:
         if hello.sequence != wire.HELLO_SEQUENCE:
             raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
         if hello.version not in wire.MESSAGE_VERSIONS:
             raise ValueError(f"version must be 2 or 3, got {hello.version!r}")
         self.uuid = peer
+        self.key = key  # CURVE: the Z85 key it must connect with and declare
+        self.route = route(peer, key)
         self.endpoint = endpoint
         self.version = hello.version
         self.presence = Presence(now, evasive, expired)
@@ -281,11 +326,10 @@ class PeerProtocol:
         return True
 
     def _hello(self, identity: bytes, hello: wire.Hello, now: float) -> Sequence[PeerEvent]:
-        if (
-            len(identity) != _IDENTITY_SIZE
-            or identity[0] != 1
-            or hello.sequence != wire.HELLO_SEQUENCE
-        ):
+        if identity != self.route or hello.sequence != wire.HELLO_SEQUENCE:
+            return _NOTHING
+        if self.key is not None and not _declares(hello, self.key):
+            self._end(ExitReason.KEY, f"its HELLO does not declare {PUBLIC_KEY_HEADER} {self.key}")
             return _NOTHING
         if self.ready:
             # A HELLO from a peer that already entered: it restarted its

@@ -163,6 +163,7 @@ class ExitReason(enum.StrEnum):
     MALFORMED = "malformed"  # a ZRE message that does not decode
     HELLO = "hello"  # a second HELLO: it restarted its link to us
     HANDSHAKE = "handshake"  # no HELLO in time (never traced: it had not entered)
+    KEY = "key"  # CURVE: its HELLO lacked the key it connected with (never traced either)
 
 
 @final

@@ -111,11 +111,21 @@ class ZSocket:
         "_last_send",
         "_lot",
         "_router",
+        "_tag_user_id",
         "_want",
         "_zsock",
     )
 
-    def __init__(self, zsock: zmq.Socket[Any], *, cork: bool = False) -> None:
+    def __init__(
+        self, zsock: zmq.Socket[Any], *, cork: bool = False, tag_user_id: bool = False
+    ) -> None:
+        """Wrap ``zsock`` (LINGER set to 0).
+
+        ``tag_user_id``, for a ROUTER whose clients all authenticated through
+        ZAP: prefix each message's identity frame with the message's
+        ``User-Id`` property (what the ZAP handler answered for the
+        connection it came on), so the reader knows who sent it.
+        """
         zsock.setsockopt(zmq.LINGER, 0)
         self._zsock = zsock
         self._fd = cast(int, zsock.getsockopt(zmq.FD))
@@ -130,6 +140,7 @@ class ZSocket:
         self._last_send = 0.0
         self._cork_gap = _CORK_GAP if cork else -1.0  # see "Corking" above
         self._router = zsock.type == zmq.ROUTER
+        self._tag_user_id = tag_user_id and self._router
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -180,6 +191,7 @@ class ZSocket:
         # this loop runs for every message an inbox receives.
         recv, get = _backend_recv, _backend_get
         router = self._router
+        tag = self._tag_user_id
         waited = False
         while True:
             self._check_open()
@@ -199,6 +211,8 @@ class ZSocket:
                             frames = [recv(zsock, _NOBLOCK)]
                             frame = recv(zsock, _NOBLOCK, False)
                             frames.append(frame.bytes)
+                            if tag:
+                                frames[0] = cast(str, frame.get("User-Id")).encode() + frames[0]
                         else:
                             frame = recv(zsock, _NOBLOCK, False)
                             frames = [frame.bytes]

@@ -45,6 +45,14 @@ from ._sequence import (
     next_sequence,
     sequence_distance,
 )
+from ._zap import (
+    ZAP_ENDPOINT,
+    ZAP_VERSION,
+    ZapReply,
+    ZapRequest,
+    decode_zap_request,
+    encode_zap_reply,
+)
 
 __all__ = [
     # beacons
@@ -80,6 +88,13 @@ __all__ = [
     "UnknownCommand",
     "VersionMismatch",
     "WireError",
+    # 27/ZAP, for CURVE
+    "ZAP_ENDPOINT",
+    "ZAP_VERSION",
+    "ZapReply",
+    "ZapRequest",
+    "decode_zap_request",
+    "encode_zap_reply",
     # sequence numbers
     "HELLO_SEQUENCE",
     "INITIAL_SEQUENCE",

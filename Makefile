@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest java demo bench bench-audit audit docs fuzz clean
+.PHONY: test lint typecheck pytest java zyre demo bench bench-audit audit docs fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ lint: $(STAMP)
 TCP_TESTS := tests/test_node.py tests/test_trace.py tests/test_lazy_pirate.py \
 	tests/test_services.py tests/test_bstar.py
 
-pytest: $(STAMP) java
+pytest: $(STAMP) java zyre
 	$(BIN)/pytest $(PYTEST_ARGS)
 	$(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
 
@@ -43,6 +43,12 @@ java:
 	else \
 		echo "warning: no Java found; the PySpark audit tests will be skipped" >&2; \
 	fi
+
+# zyre (C) from ../shared/vendor, built once per machine into ~/.cache/trizre/zyre
+# with our test driver tests/interop/zyre_agent.c. Where it cannot be built
+# (no root or apt), the zyre interop tests skip and say why.
+zyre:
+	@bash scripts/build-zyre.sh || echo "warning: zyre was not built; the zyre interop tests will be skipped" >&2
 
 demo: $(STAMP)
 	$(BIN)/python examples/bstar_pair.py

@@ -160,3 +160,51 @@ def trizre_agent_command(
         argv += ["--header", f"{key}={value}"]
     argv += ["--max-seconds", str(max_seconds), *extra]
     return argv
+
+
+def zyre_cache() -> Path:
+    """Where scripts/build-zyre.sh keeps zyre (``$ZYRE_CACHE``, else ~/.cache/trizre/zyre)."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "trizre" / "zyre"
+    return Path(os.environ.get("ZYRE_CACHE", default))
+
+
+def zyre_unavailable() -> str | None:
+    """None when zyre's zpinger and our zyre_agent are built; else why not (a skip reason)."""
+    for tool in ("zpinger", "zyre_agent"):
+        if not (zyre_cache() / "bin" / tool).is_file():
+            return (
+                f"zyre's {tool} is not built in {zyre_cache()}: run scripts/build-zyre.sh "
+                "(make test does; it needs root and apt for libczmq-dev)"
+            )
+    return None
+
+
+def zyre_agent_command(
+    name: str,
+    interface: str,
+    groups: Iterable[str] = (),
+    headers: dict[str, str] | None = None,
+    *,
+    max_seconds: float = 60.0,
+    extra: Iterable[str] = (),
+) -> list[str]:
+    """The argv that runs tests/interop/zyre_agent.c (its stderr joined to stdout).
+
+    zauth's and zyre's own log lines then arrive as ``_raw`` events.
+    """
+    argv = [str(zyre_cache() / "bin" / "zyre_agent"), "--name", name, "--interface", interface]
+    for group in groups:
+        argv += ["--group", group]
+    for key, value in (headers or {}).items():
+        argv += ["--header", f"{key}={value}"]
+    argv += ["--max-seconds", str(max_seconds), *extra]
+    return ["sh", "-c", 'exec "$@" 2>&1', "zyre_agent", *argv]
+
+
+def zpinger_command(interface: str, *flags: str) -> list[str]:
+    """zyre's own zpinger, verbose, on ``interface``, its log on stdout (``_raw`` events)."""
+    zpinger = str(zyre_cache() / "bin" / "zpinger")
+    # zyre's cmake gives its test programs no run path to the installed library.
+    libs = f"LD_LIBRARY_PATH={zyre_cache() / 'lib'}"
+    argv = ["env", libs, zpinger, "-v", "-i", interface, *flags]
+    return ["sh", "-c", 'exec "$@" 2>&1', "zpinger", *argv]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import uuid
 from pathlib import Path
@@ -21,6 +22,13 @@ from tests.interop import ensure_in_test_namespace, frames_from_json, frames_to_
 
 def emit(**event: Any) -> None:
     print(json.dumps(event), flush=True)
+
+
+class _EmitLogs(logging.Handler):
+    """trizre's log records as ``{"event": "log", ...}`` lines: tests wait on them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        emit(event="log", level=record.levelname, logger=record.name, message=record.getMessage())
 
 
 def describe(event: Any) -> dict[str, Any]:
@@ -41,12 +49,34 @@ def describe(event: Any) -> dict[str, Any]:
     return out
 
 
+def _curve_options(args: argparse.Namespace) -> dict[str, Any]:
+    import trizre  # noqa: PLC0415
+
+    if args.curve_cert is None:
+        return {}
+    cert = (
+        trizre.Certificate.generate()
+        if args.curve_cert == "new"
+        else trizre.Certificate.load(args.curve_cert)
+    )
+    allow: Any = args.curve_allow
+    if allow is None or allow == "any":
+        allow = trizre.CURVE_ALLOW_ANY
+    elif not Path(allow).is_dir():
+        allow = allow.split(",")
+    return {"curve": cert, "curve_allow": allow}
+
+
 async def run(args: argparse.Namespace) -> int:
     import trio  # noqa: PLC0415
 
     import trizre  # noqa: PLC0415
 
     headers = dict(item.split("=", 1) for item in args.header)
+    curve = _curve_options(args)
+    if args.log:
+        logging.getLogger("trizre").addHandler(_EmitLogs())
+        logging.getLogger("trizre").setLevel(logging.DEBUG)
     async with trizre.open_node(
         args.name,
         headers=headers,
@@ -56,9 +86,17 @@ async def run(args: argparse.Namespace) -> int:
         evasive_timeout=args.evasive,
         expired_timeout=args.expired,
         protocol_version=args.protocol_version,
+        **curve,
     ) as node:
         events = node.events()
-        emit(event="started", uuid=node.uuid.hex, name=node.name, endpoint=node.endpoint)
+        key = curve["curve"].public_z85 if curve else None
+        emit(
+            event="started",
+            uuid=node.uuid.hex,
+            name=node.name,
+            endpoint=node.endpoint,
+            public_key=key,
+        )
         for group in args.group:
             await node.join(group)
 
@@ -115,6 +153,13 @@ def main() -> int:
     parser.add_argument("--expired", type=float, default=30.0)
     parser.add_argument("--protocol-version", type=int, default=2)
     parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--curve-cert", default=None, help="a zcert file, or 'new' for a fresh key pair"
+    )
+    parser.add_argument(
+        "--curve-allow", default=None, help="'any', a directory of certificates, or Z85 keys, ..."
+    )
+    parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
     args = parser.parse_args()
     ensure_in_test_namespace()
     import trio  # noqa: PLC0415

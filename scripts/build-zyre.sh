@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Build zyre (the C reference implementation of ZRE) from ../shared/vendor as a
+# test peer, once per machine: the result is cached under $ZYRE_CACHE and
+# reused while the tarball is unchanged. zyre is never part of trizre.
+#
+# Prints nothing and exits 0 when the cache is current. Exits non-zero with a
+# reason when zyre cannot be built here; the zyre tests then skip, loudly.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+tarball="${ZYRE_TARBALL:-$here/../shared/vendor/zyre-d8370f7.tar.gz}"
+cache="${ZYRE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trizre/zyre}"
+
+if [ ! -f "$tarball" ]; then
+    echo "build-zyre: no zyre source at $tarball" >&2
+    exit 3
+fi
+stamp="$cache/.built-from"
+want="$(sha256sum "$tarball" | cut -d' ' -f1)"
+agent_src="$here/tests/interop/zyre_agent.c"
+
+# Our own test driver against libzyre: rebuilt whenever its source changes.
+build_agent() {
+    local agent_stamp="$cache/.agent-from" agent_want
+    agent_want="$(sha256sum "$agent_src" | cut -d' ' -f1)"
+    if [ -f "$agent_stamp" ] && [ "$(cat "$agent_stamp")" = "$agent_want" ] \
+        && [ -x "$cache/bin/zyre_agent" ]; then
+        return 0
+    fi
+    gcc -O2 -Wall -o "$cache/bin/zyre_agent" "$agent_src" -I"$cache/include" \
+        -L"$cache/lib" -Wl,-rpath,"$cache/lib" -lzyre -lczmq -lzmq \
+        || { echo "build-zyre: zyre_agent did not compile" >&2; exit 6; }
+    echo "$agent_want" >"$agent_stamp"
+}
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$cache/bin/zpinger" ]; then
+    build_agent
+    exit 0
+fi
+
+need=()
+for pkg in libczmq-dev libzmq3-dev pkg-config cmake build-essential; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "build-zyre: installing ${need[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    else
+        echo "build-zyre: missing ${need[*]} and cannot install them (not root with apt)" >&2
+        exit 4
+    fi
+fi
+
+echo "build-zyre: building zyre into $cache (about 2 minutes, once per machine)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+tar -xzf "$tarball" -C "$work"
+src="$(find "$work" -maxdepth 1 -mindepth 1 -type d | head -n1)"
+rm -rf "$cache"
+mkdir -p "$cache"
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DENABLE_DRAFTS=ON \
+    -DCMAKE_INSTALL_PREFIX="$cache" -DCMAKE_INSTALL_LIBDIR=lib >"$work/cmake.log" 2>&1 \
+    || { tail -n 30 "$work/cmake.log" >&2; exit 5; }
+cmake --build "$work/build" -j2 >"$work/build.log" 2>&1 \
+    || { tail -n 30 "$work/build.log" >&2; exit 5; }
+cmake --install "$work/build" >/dev/null
+# zpinger is a test program cmake builds but does not install.
+for tool in zpinger ztester_beacon ztester_gossip perf_local perf_remote; do
+    [ -x "$work/build/$tool" ] && install -m 0755 "$work/build/$tool" "$cache/bin/"
+done
+[ -x "$cache/bin/zpinger" ] || { echo "build-zyre: zpinger was not built" >&2; exit 5; }
+echo "$want" >"$stamp"
+build_agent
+echo "build-zyre: done"

@@ -9,6 +9,11 @@ flood and after it (once ``handshake_timeout`` has passed, and once
 ``expired_timeout`` has), and the round trip's p50/p99 before and during.
 
     .venv/bin/python benchmarks/bench_forged_beacons.py [--rate 2000] [--seconds 10]
+
+The issue's scenario (10,000 beacons/s for a minute, the forger in its own
+process as an attacker would be, with a verdict against its targets)::
+
+    .venv/bin/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process
 """
 
 from __future__ import annotations
@@ -74,6 +79,13 @@ async def round_trips(
     return times
 
 
+async def forge_in_process(port: int, rate: int, seconds: float) -> int:
+    """Run the forger in a child process (this script, ``--forge-only``); its count."""
+    argv = [sys.executable, __file__, "--forge-only", str(port), str(rate), str(seconds)]
+    done = await trio.run_process(argv, capture_stdout=True)
+    return int(done.stdout.decode().strip())
+
+
 async def forge(port: int, rate: int, seconds: float) -> int:
     sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
@@ -131,7 +143,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         async with trio.open_nursery() as flood:
             flood.start_soon(sample)
             flood.start_soon(probe)
-            result["forged"] = await forge(port, args.rate, args.seconds)
+            forger = forge_in_process if args.process else forge
+            result["forged"] = await forger(port, args.rate, args.seconds)
         result["peak"] = peak
         result["rtt_during_us"] = {"p50": round(p(during, 0.5)), "p99": round(p(during, 0.99))}
         result["round_trips_during"] = len(during)  # each completed: none lost
@@ -143,7 +156,19 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             result[after] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
         result["still_peers"] = a.peers() == [b.uuid]
         nursery.cancel_scope.cancel()
+    result["verdict"] = verdict(result)
     return result
+
+
+def verdict(result: dict[str, Any]) -> dict[str, bool]:
+    """The issue's targets: round trip within 2x, nothing lost, back within 10 %."""
+    before, last = result["before"], result[[k for k in result if k.startswith("after_")][-1]]
+    return {
+        "rtt_p50_within_2x": result["rtt_during_us"]["p50"] <= 2 * result["rtt_before_us"]["p50"],
+        "nothing_lost": result["round_trips_during"] > 0 and result["still_peers"],
+        "fds_back_within_10pct": last["fds"] <= 1.1 * before["fds"],
+        "rss_back_within_10pct": last["rss_mb"] <= 1.1 * before["rss_mb"],
+    }
 
 
 def cli() -> None:
@@ -153,7 +178,15 @@ def cli() -> None:
     parser.add_argument("--probe", type=float, default=2.0, help="baseline round trips, seconds")
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
+    parser.add_argument(
+        "--process", action="store_true", help="forge from a child process, as an attacker would"
+    )
+    parser.add_argument("--forge-only", nargs=3, metavar=("PORT", "RATE", "SECONDS"))
     args = parser.parse_args()
+    if args.forge_only:
+        port, rate, seconds = args.forge_only
+        print(trio.run(forge, int(port), int(rate), float(seconds)))
+        return
     if args.quick:
         args.rate, args.seconds, args.probe = 300, 1.0, 0.3
     result = trio.run(main, args)

@@ -23,7 +23,7 @@ from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_logged
 from trizre import wire
 from trizre._curve import CurvePolicy, allowed_keys, curve_key, load_public_keys, z85
 from trizre._peer import PUBLIC_KEY_HEADER, hello_from_stranger, route
-from trizre._zsock import ZSocket
+from trizre._zsock import ZSocket, context
 
 _HANDSHAKE_FAILED = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
@@ -325,23 +325,28 @@ async def test_a_dealer_without_curve_gets_nothing_through() -> None:
     a = trizre.Certificate.generate()
     port = free_udp_port()
     with trio.fail_after(20):
-        async with (
-            trizre.open_node(
-                "a", beacon_port=port, curve=a, curve_allow=trizre.CURVE_ALLOW_ANY, **FAST
-            ) as na,
-            raw_peer(na) as plain,
-        ):
-            events = ZSocket(plain.outbox.zmq_socket.get_monitor_socket())
-            await plain.hello("plain")
-            # libzmq reports the failed handshake: the HELLO never left.
-            while True:
-                event = parse_monitor_message(await events.receive())["event"]
-                assert event != zmq.EVENT_HANDSHAKE_SUCCEEDED
-                if event in _HANDSHAKE_FAILED:
-                    break
-            assert na.find_peers("plain") == []
-            plain.outbox.zmq_socket.disable_monitor()
-            events.close()
+        async with trizre.open_node(
+            "a", beacon_port=port, curve=a, curve_allow=trizre.CURVE_ALLOW_ANY, **FAST
+        ) as na:
+            plain = context().socket(zmq.DEALER)
+            plain.setsockopt(zmq.IDENTITY, b"\x01" + uuid.uuid4().bytes)
+            # Monitored before it connects: the first handshake is the one seen.
+            events = ZSocket(plain.get_monitor_socket())
+            outbox = ZSocket(plain)
+            try:
+                plain.connect(na.endpoint)
+                await outbox.send(wire.encode(wire.Hello(1, "tcp://127.0.0.1:1", (), 0, "plain")))
+                # libzmq reports the failed handshake: the HELLO never left.
+                while True:
+                    event = parse_monitor_message(await events.receive())["event"]
+                    assert event != zmq.EVENT_HANDSHAKE_SUCCEEDED
+                    if event in _HANDSHAKE_FAILED:
+                        break
+                assert na.find_peers("plain") == []
+            finally:
+                plain.disable_monitor()
+                events.close()
+                outbox.close()
 
 
 async def test_the_zap_handler_outlives_the_first_curve_node_of_the_run() -> None:

@@ -295,12 +295,45 @@ def test_a_message_without_content_frames_is_ignored() -> None:
     assert peer.ended is None
 
 
+# ---------------------------------------------------------------------- CURVE
+
+KEY = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"  # a Z85 key (40 characters)
+
+
+def curve_protocol() -> PeerProtocol:
+    return PeerProtocol(PEER, ENDPOINT, OUR_HELLO, now=0.0, evasive=5.0, expired=30.0, key=KEY)
+
+
+def test_a_curve_peer_is_known_by_its_key_and_uuid() -> None:
+    peer = curve_protocol()
+    assert peer.route == KEY.encode() + IDENTITY
+    hello = wire.Hello(1, ENDPOINT, (), 0, "bob", (("X-PUBLICKEY", KEY),))
+    # Without the key prefix the identity is not this peer's: ignored.
+    assert peer.receive([IDENTITY, *wire.encode(hello)], 0.0) == ()
+    assert not peer.ready and peer.ended is None
+    (enter,) = peer.receive([peer.route, *wire.encode(hello)], 1.0)
+    assert isinstance(enter, Enter) and peer.ready
+
+
+def test_a_curve_hello_without_the_key_it_connected_with_ends_the_peer() -> None:
+    wrong: list[tuple[tuple[str, str], ...]] = [
+        (),
+        (("X-PUBLICKEY", "x" * 40),),
+        (("X-PUBLICKEY", KEY), ("X-PUBLICKEY", "")),  # the last of a repeated name counts
+    ]
+    for headers in wrong:
+        peer = curve_protocol()
+        hello = wire.Hello(1, ENDPOINT, (), 0, "bob", headers)
+        assert peer.receive([peer.route, *wire.encode(hello)], 0.0) == ()
+        assert not peer.ready and peer.ended is ExitReason.KEY, headers
+
+
 # ------------------------------------------------------------------ strangers
 
 
 def test_hello_from_stranger_accepts_only_a_hello_numbered_one() -> None:
     hello = wire.Hello(1, ENDPOINT, name="x")
-    assert hello_from_stranger(frames_of(hello), 2) == (PEER, hello)
+    assert hello_from_stranger(frames_of(hello), 2) == (PEER, hello, None)
     assert hello_from_stranger(frames_of(wire.Hello(2, ENDPOINT)), 2) is None
     assert hello_from_stranger(frames_of(wire.Whisper(1, ())), 2) is None
     assert hello_from_stranger(frames_of(hello), 3) is None  # another version

@@ -29,6 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trizre
+from trizre import wire
+from trizre._curve import CurvePolicy
 from trizre._peer import PeerProtocol
 from trizre.patterns import _protocol as proto
 from trizre.wire import (
@@ -58,6 +60,7 @@ MESSAGE_RANDOM_INPUTS = int(110_000 * SCALE)
 BEACON_RANDOM_INPUTS = int(25_000 * SCALE)
 PEER_RANDOM_INPUTS = int(60_000 * SCALE)
 ENVELOPE_RANDOM_INPUTS = int(40_000 * SCALE)
+ZAP_RANDOM_INPUTS = int(20_000 * SCALE)
 MIN_TOTAL_INPUTS = 100_000
 DECODE_VERSIONS = (None, 2, 3)
 # Mostly "either version", so few inputs are spent on VersionMismatch.
@@ -358,6 +361,40 @@ def test_mutated_pattern_envelopes() -> None:
             assert proto.encode(message) == list(frames), (frames, message)
         tally.ok += 1
     tally.report("pattern envelopes")
+    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+
+
+def test_mutated_zap_requests() -> None:
+    """What libzmq hands a CURVE node's ZAP handler: a request, or DecodeError only.
+
+    Every request that decodes is judged by a policy without raising, and
+    only a CURVE request with an allowed 32-octet key is admitted.
+    """
+    rng = random.Random(SEED + 4)
+    tally = Tally()
+    allowed = bytes(range(32))
+    policy = CurvePolicy("global", frozenset({allowed}))
+    valid = [
+        [b"1.0", b"1", b"global", b"127.0.0.1", b"trizre-zap-x", b"CURVE", allowed],
+        [b"1.0", b"2", b"global", b"10.0.0.1", b"", b"NULL"],
+        [b"1.0", b"3", b"", b"::1", b"id", b"PLAIN", b"user", b"password"],
+    ]
+    for _ in range(ZAP_RANDOM_INPUTS):
+        frames = rng.choice(valid)
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            frames = rng.choice(FRAME_OPS[:1] + FRAME_OPS[3:-1])(rng, frames) or [b""]
+        try:
+            request = wire.decode_zap_request(frames)
+        except wire.DecodeError:
+            tally.rejected += 1
+            continue
+        reply = policy.judge(request)
+        assert (reply.status_code == 200) == (
+            request.curve_key == allowed and request.domain == "global"
+        ), (frames, reply)
+        wire.encode_zap_reply(reply)
+        tally.ok += 1
+    tally.report("ZAP requests")
     assert tally.ok > 1_000 and tally.rejected > 1_000, tally
 
 

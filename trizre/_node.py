@@ -81,7 +81,7 @@ from ._links import (
 from ._peer import PeerEvent, PeerProtocol, hello_from_stranger
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
-from ._util import unwrap_single_exception_group
+from ._util import release_freed_memory, unwrap_single_exception_group
 from ._zsock import ZSocket
 
 __all__ = ["Node", "open_node"]
@@ -90,6 +90,8 @@ log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
+_CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
+_TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
 _TRACE_KINDS: Final[dict[type, str]] = {
     Enter: kinds.ENTER,
     Join: kinds.JOIN,
@@ -142,6 +144,8 @@ class Node:
         # TCP peers that have not said HELLO, oldest first: at most
         # max_pending_peers of them hold a socket (forged beacons are cheap).
         self._unready: dict[UUID, PeerSession] = {}
+        self._unready_peak = 0  # since the crowd last dissolved (see _settle)
+        self._trim_at = math.inf  # when to hand a dissolved crowd's memory back
         self._logged: dict[str, float] = {}  # what _log_rarely said, and when
         self._curve = config.curve
         # The ZAP handler tells this node's inbox from others' by it.
@@ -527,7 +531,7 @@ class Node:
             return False
         del self._peers[peer.uuid]
         del self._by_identity[peer.protocol.route]
-        self._unready.pop(peer.uuid, None)
+        self._settle(peer)
         if peer.beacon_key is not None:
             self._quiet.pop(peer.beacon_key, None)
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
@@ -552,6 +556,19 @@ class Node:
             return None
         return CurveClient(cert.public, cert.secret, key)
 
+    def _settle(self, peer: PeerSession) -> None:
+        """``peer`` no longer waits for its HELLO (it said it, or it is gone).
+
+        When nobody waits any more and a crowd did (a forged-beacon flood),
+        the memory its sockets held goes back to the OS.
+        """
+        if self._unready.pop(peer.uuid, None) is not None and not self._unready:
+            if self._unready_peak >= _CROWD:
+                # libzmq's reaper thread frees closed sockets a little later.
+                self._trim_at = trio.current_time() + _TRIM_DELAY
+                self._presence_wakeup.set()
+            self._unready_peak = 0
+
     def _bound_unready(self, newcomer: PeerSession) -> None:
         """Make room for ``newcomer`` among the TCP peers that have not said HELLO."""
         unready = self._unready
@@ -563,6 +580,7 @@ class Node:
                 "dropping the oldest"
             )
         unready[newcomer.uuid] = newcomer
+        self._unready_peak = max(self._unready_peak, len(unready))
 
     def _warn_crowded(self, what: str) -> None:
         self._log_rarely("crowded", logging.WARNING, f"{what} (forged beacons?)")
@@ -640,7 +658,7 @@ class Node:
     ) -> None:
         protocol = peer.protocol
         if events and type(events[0]) is Enter:
-            self._unready.pop(peer.uuid, None)
+            self._settle(peer)
             self._peers_changed.set()  # for wait_for_peer
         for event in events:
             await self._publish_from(peer, event)
@@ -701,8 +719,12 @@ class Node:
         while True:
             self._presence_wakeup = wakeup = trio.Event()
             now = trio.current_time()
+            if now >= self._trim_at:
+                self._trim_at = math.inf
+                if not self._unready:  # else a new crowd: its end will trim
+                    release_freed_memory()
             # In-process peers that read are skipped below: look again then.
-            deadline = now + self._config.evasive_timeout
+            deadline = min(now + self._config.evasive_timeout, self._trim_at)
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
                 if protocol.has_queued:

@@ -230,10 +230,15 @@ def cli() -> None:
     args.rate = short[0] if args.rate is None else args.rate
     args.seconds = short[1] if args.seconds is None else args.seconds
     args.probe = short[2] if args.probe is None else args.probe
-    result = trio.run(main, args)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    report(trio.run(main, args), args.json)
+
+
+def report(result: dict[str, Any], json_path: Path | None) -> None:
+    """Print ``result`` as JSON, and write it to ``json_path`` too if given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if json_path is not None:
+        json_path.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ sent and received in order, and a verdict against issue 11's targets
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -29,7 +28,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
-from benchmarks.bench_forged_beacons import Latencies, free_udp_port
+from benchmarks.bench_forged_beacons import Latencies, free_udp_port, report
 from trizre import wire
 
 WHISPER_SHARE = 0.6
@@ -195,10 +194,7 @@ def cli() -> None:
         return
     if args.quick:
         args.rate, args.seconds, args.probe = 2000, 1.0, 0.3
-    result = trio.run(main, args)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    report(trio.run(main, args), args.json)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,10 @@ bench: $(STAMP)
 		--update-docs docs/benchmarks.md
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
+	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
+		--json benchmarks/results/forged_beacons_60s.json
+	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \
+		--json benchmarks/results/hostile_peer_60s.json
 
 # Mutation fuzzing, ten times what make test feeds: over a million inputs
 # each through the message decoder, and hundreds of thousands through the

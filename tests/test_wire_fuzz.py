@@ -61,6 +61,7 @@ BEACON_RANDOM_INPUTS = int(25_000 * SCALE)
 PEER_RANDOM_INPUTS = int(60_000 * SCALE)
 ENVELOPE_RANDOM_INPUTS = int(40_000 * SCALE)
 ZAP_RANDOM_INPUTS = int(20_000 * SCALE)
+GOSSIP_RANDOM_INPUTS = int(20_000 * SCALE)
 MIN_TOTAL_INPUTS = 100_000
 DECODE_VERSIONS = (None, 2, 3)
 # Mostly "either version", so few inputs are spent on VersionMismatch.
@@ -396,6 +397,37 @@ def test_mutated_zap_requests() -> None:
         tally.ok += 1
     tally.report("ZAP requests")
     assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+
+
+def test_mutated_gossip_frames() -> None:
+    """czmq's ZGP (zyre's gossip discovery): a message that re-encodes exactly, or DecodeError."""
+    rng = random.Random(SEED + 5)
+    tally = Tally()
+    valid = [
+        wire.encode_gossip(m)
+        for m in (
+            wire.GossipHello(),
+            wire.GossipPing(),
+            wire.GossipPong(),
+            wire.GossipInvalid(),
+            wire.GossipPublish("0123456789ABCDEF0123456789ABCDEF", "tcp://10.0.0.1:49152", 0),
+            wire.GossipPublish("k", "ipc:///tmp/x|" + "z" * 40, 60_000),
+        )
+    ]
+    for _ in range(GOSSIP_RANDOM_INPUTS):
+        frames = [rng.choice(valid)]
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            frames = rng.choice(FRAME_OPS[:3])(rng, frames) or [b""]
+        try:
+            message = wire.decode_gossip(frames[0])
+        except wire.DecodeError:
+            tally.rejected += 1
+            continue
+        assert wire.encode_gossip(message) == frames[0], frames
+        tally.ok += 1
+    tally.report("ZGP frames")
+    # Strict frames: most mutations break them, enough survive to reach the fields.
+    assert tally.ok > 300 and tally.rejected > 1_000, tally
 
 
 def test_mutated_beacons() -> None:

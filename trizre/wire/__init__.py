@@ -4,6 +4,8 @@ Nothing here does I/O or imports trio or zmq: bytes in, attrs objects out,
 and back. Decoders raise only :class:`DecodeError` (and its subclasses
 :class:`VersionMismatch` and :class:`UnknownCommand`), whatever they are
 fed; encoders raise :class:`EncodeError` for values the wire cannot carry.
+Beside ZRE itself: czmq's gossip protocol (ZGP), which zyre's gossip
+discovery speaks, and 27/ZAP requests, which a CURVE node answers.
 See ``docs/wire.md``.
 """
 
@@ -16,6 +18,18 @@ from ._beacon import (
     encode_beacon,
 )
 from ._errors import DecodeError, EncodeError, UnknownCommand, VersionMismatch, WireError
+from ._gossip import (
+    GOSSIP_SIGNATURE,
+    GossipCommand,
+    GossipHello,
+    GossipInvalid,
+    GossipMessage,
+    GossipPing,
+    GossipPong,
+    GossipPublish,
+    decode_gossip,
+    encode_gossip,
+)
 from ._message import (
     DEFAULT_VERSION,
     MESSAGE_VERSIONS,
@@ -88,6 +102,17 @@ __all__ = [
     "UnknownCommand",
     "VersionMismatch",
     "WireError",
+    # ZGP, czmq's gossip (zyre's gossip discovery)
+    "GOSSIP_SIGNATURE",
+    "GossipCommand",
+    "GossipHello",
+    "GossipInvalid",
+    "GossipMessage",
+    "GossipPing",
+    "GossipPong",
+    "GossipPublish",
+    "decode_gossip",
+    "encode_gossip",
     # 27/ZAP, for CURVE
     "ZAP_ENDPOINT",
     "ZAP_VERSION",

@@ -1,0 +1,62 @@
+"""czmq (libczmq) in this process through ctypes: its zgossip service, for interop tests."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import socket
+
+
+def _czmq() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("czmq")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+CZMQ = _czmq()
+CZMQ_MISSING = "libczmq is not installed (scripts/build-zyre.sh installs it)"
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ZGossip:
+    """czmq's zgossip actor, driven through its string commands."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        lib.zactor_new.restype = ctypes.c_void_p
+        lib.zactor_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.zstr_recv.restype = ctypes.c_void_p
+        lib.zstr_recv.argtypes = [ctypes.c_void_p]
+        lib.zstr_free.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        lib.zactor_destroy.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        lib.zsock_set_rcvtimeo.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.zsock_set_rcvtimeo.restype = None
+        actor_fn = ctypes.cast(lib.zgossip, ctypes.c_void_p)
+        self.actor = ctypes.c_void_p(lib.zactor_new(actor_fn.value, b"czmq"))
+        assert self.actor.value, "zactor_new(zgossip) failed"
+        lib.zsock_set_rcvtimeo(self.actor, 5000)  # a test must not hang on a missing reply
+
+    def send(self, *words: bytes) -> None:
+        args = [ctypes.c_char_p(w) for w in words]
+        rc = self.lib.zstr_sendx(self.actor, *args, ctypes.c_char_p(None))
+        assert rc == 0
+
+    def recv(self) -> str:
+        raw = self.lib.zstr_recv(self.actor)
+        assert raw, "no reply from zgossip within 5 s"
+        text = ctypes.string_at(raw).decode()
+        self.lib.zstr_free(ctypes.byref(ctypes.c_void_p(raw)))
+        return text
+
+    def close(self) -> None:
+        self.lib.zactor_destroy(ctypes.byref(self.actor))

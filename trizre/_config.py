@@ -14,8 +14,29 @@ from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys
 
 __all__ = ["DiscoveryKind", "NodeConfig"]
 
-DiscoveryKind: TypeAlias = Literal["udp", "memory"]
-_DISCOVERY: Final = ("udp", "memory")
+DiscoveryKind: TypeAlias = Literal["udp", "memory", "gossip"]
+_DISCOVERY: Final = ("udp", "memory", "gossip")
+_SCHEMES: Final = ("tcp://", "ipc://")
+
+
+def _endpoints(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"gossip_connect is an endpoint or a list of them, got {value!r}")
+    return tuple(value)
+
+
+def _check_endpoint(name: str, value: str) -> None:
+    if not value.startswith(_SCHEMES) or len(value) <= 6:
+        raise ValueError(f"{name} must be a tcp:// or ipc:// endpoint, got {value!r}")
+    if value.startswith("tcp://") and value[6:].split(":", maxsplit=1)[0] in ("*", "0.0.0.0", ""):
+        raise ValueError(
+            f"{name} {value!r}: bind to an address peers can reach, not a wildcard "
+            "(it is what the node publishes)"
+        )
 
 
 def _headers(
@@ -98,6 +119,10 @@ class NodeConfig:
     discovery: DiscoveryKind = attrs.field(default="udp")
     trace_dir: str | os.PathLike[str] | None = attrs.field(default=None)
     trace_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_int_in(4096, 2**62))
+    endpoint: str | None = attrs.field(default=None)
+    gossip_bind: str | None = attrs.field(default=None)
+    gossip_connect: tuple[str, ...] = attrs.field(default=(), converter=_endpoints)
+    gossip_ttl: float = attrs.field(default=30.0)
     curve: Certificate | None = attrs.field(default=None)
     curve_allow: frozenset[bytes] | str | None = attrs.field(default=None, converter=_allow)
     zap_domain: str = attrs.field(default="global")
@@ -127,6 +152,47 @@ class NodeConfig:
             raise TypeError(f"zap_domain must be a str, got {type(value).__name__}")
         if not value or len(value.encode("utf-8")) > 254:
             raise ValueError(f"zap_domain must be 1..254 UTF-8 bytes, got {value!r}")
+
+    @endpoint.validator
+    def _check_inbox_endpoint(self, attribute: attrs.Attribute[str | None], value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str):
+            raise TypeError(f"endpoint must be a str, got {type(value).__name__}")
+        if self.discovery != "gossip":
+            raise ValueError(
+                "endpoint is for gossip discovery; with beacons the node binds a "
+                "random port of its interface, as 36/ZRE says"
+            )
+        _check_endpoint("endpoint", value)
+
+    @gossip_bind.validator
+    def _check_gossip_bind(self, attribute: attrs.Attribute[str | None], value: Any) -> None:
+        if value is not None:
+            if not isinstance(value, str):
+                raise TypeError(f"gossip_bind must be a str, got {type(value).__name__}")
+            _check_endpoint("gossip_bind", value)
+
+    @gossip_connect.validator
+    def _check_gossip_connect(
+        self, attribute: attrs.Attribute[tuple[str, ...]], value: Any
+    ) -> None:
+        for endpoint in value:
+            _check_endpoint("gossip_connect", endpoint)
+        gossiping = self.gossip_bind is not None or bool(value)
+        if self.discovery == "gossip" and not gossiping:
+            raise ValueError("gossip discovery needs gossip_bind, gossip_connect or both")
+        if self.discovery != "gossip" and gossiping:
+            raise ValueError('gossip_bind and gossip_connect need discovery="gossip"')
+
+    @gossip_ttl.validator
+    def _check_gossip_ttl(self, attribute: attrs.Attribute[float], value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"gossip_ttl must be a number of seconds, got {value!r}")
+        if not (0 <= value <= 4_000_000 and math.isfinite(value)):
+            raise ValueError(
+                f"gossip_ttl must be 0 (forever) or a positive number of seconds, got {value!r}"
+            )
 
     @property
     def hello_headers(self) -> tuple[tuple[str, str], ...]:

@@ -106,8 +106,13 @@ def bind_inbox(
     max_message_size: int = -1,
     *,
     curve: CurveServer | None = None,
+    endpoint: str | None = None,
 ) -> tuple[ZSocket, str]:
     """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
+
+    With ``endpoint`` (gossip discovery) it is bound there instead
+    (``tcp://host:port``, ``tcp://host:*``, ``ipc://path``), and the
+    endpoint returned is libzmq's, the port resolved.
 
     libzmq disconnects a peer that sends a frame over ``max_message_size``
     bytes before buffering it (-1: no limit).  With ``curve`` the inbox is
@@ -141,18 +146,23 @@ def bind_inbox(
             # identity for the peer's reconnection within seconds.
             sock.setsockopt(zmq.HEARTBEAT_IVL, 1000)
             sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
-        # pyzmq hands exactly its default range, which is 36/ZRE's, to the
-        # OS (whose ephemeral range differs); one port less keeps it ours.
-        port = sock.bind_to_random_port(
-            f"tcp://{address}",
-            min_port=EPHEMERAL_PORTS[0],
-            max_port=EPHEMERAL_PORTS[1] - 1,
-            max_tries=1000,
-        )
+        if endpoint is not None:
+            sock.bind(endpoint)
+            bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        else:
+            # pyzmq hands exactly its default range, which is 36/ZRE's, to the
+            # OS (whose ephemeral range differs); one port less keeps it ours.
+            port = sock.bind_to_random_port(
+                f"tcp://{address}",
+                min_port=EPHEMERAL_PORTS[0],
+                max_port=EPHEMERAL_PORTS[1] - 1,
+                max_tries=1000,
+            )
+            bound = f"tcp://{address}:{port}"
     except BaseException:
         sock.close(linger=0)
         raise
-    return ZSocket(sock, tag_user_id=curve is not None), f"tcp://{address}:{port}"
+    return ZSocket(sock, tag_user_id=curve is not None), bound
 
 
 @final
@@ -184,25 +194,34 @@ class TcpLink:
     included: a stopping node does not wait for slow peers.
     """
 
-    __slots__ = ("_sock", "send", "send_nowait")
+    __slots__ = ("_linger_ms", "_sock", "send", "send_nowait")
 
     in_process: Final = False
 
-    def __init__(self, sock: ZSocket) -> None:
+    def __init__(self, sock: ZSocket, linger_ms: int = 0) -> None:
         self._sock = sock
+        self._linger_ms = linger_ms
         # Bound once: a flood calls send_nowait for every message.
         self.send_nowait = sock.send_nowait
         self.send = sock.send
 
     @classmethod
     def connect(
-        cls, endpoint: str, identity: bytes, hwm: int, *, curve: CurveClient | None = None
+        cls,
+        endpoint: str,
+        identity: bytes,
+        hwm: int,
+        *,
+        curve: CurveClient | None = None,
+        linger_ms: int = 0,
     ) -> TcpLink:
         """Open a DEALER with ``identity`` and ``hwm`` and connect it to ``endpoint``.
 
         With ``curve`` it is a CURVE client of the peer's key: libzmq
-        refuses to talk to a server holding any other key.  Raises
-        ``zmq.ZMQError`` when the process is out of sockets or descriptors.
+        refuses to talk to a server holding any other key.  With
+        ``linger_ms`` its :meth:`close` delivers last words (below).
+        Raises ``zmq.ZMQError`` when the process is out of sockets or
+        descriptors, or ``endpoint`` is not one ZeroMQ can connect to.
         """
         zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
         try:
@@ -217,7 +236,8 @@ class TcpLink:
         except BaseException:
             zsock.close(linger=0)
             raise
-        return cls(ZSocket(zsock, cork=True))  # floods: one libzmq hand-over a batch
+        # cork: floods hand libzmq one batch, not each message.
+        return cls(ZSocket(zsock, cork=True), linger_ms)
 
     @property
     def closed(self) -> bool:
@@ -229,8 +249,19 @@ class TcpLink:
         return None
 
     def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
-        """Close with LINGER 0; ``last_words`` are dropped with anything still queued."""
-        self._sock.close()
+        """Close; never waits.
+
+        Made with ``linger_ms`` (gossip mode, where GOODBYE is how peers
+        learn we left): ``last_words`` are queued after what is queued,
+        as far as there is room, and libzmq goes on sending for up to that
+        long.  Otherwise (LINGER 0) they are dropped with anything queued:
+        a port-0 beacon tells peers instead.
+        """
+        if self._linger_ms and not self._sock.closed:
+            for frames in last_words:
+                if not self.send_nowait(frames):
+                    break
+        self._sock.close(self._linger_ms)
 
 
 _REGISTRY: Final[trio.lowlevel.RunVar[dict[UUID, LocalInbox]]] = trio.lowlevel.RunVar(

@@ -64,6 +64,8 @@ from ._events import (
     Whisper,
 )
 from ._fanout import EventStream, Fanout, Overflow
+from ._gossip import Deliver, Forget
+from ._gossip_service import GossipService, open_gossip
 from ._interfaces import Interface, select_interface
 from ._links import (
     CurveClient,
@@ -78,7 +80,7 @@ from ._links import (
     register,
     unregister,
 )
-from ._peer import PeerEvent, PeerProtocol, hello_from_stranger
+from ._peer import PeerEvent, PeerProtocol, hello_from_stranger, node_id
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
 from ._util import release_freed_memory, unwrap_single_exception_group
@@ -90,6 +92,7 @@ log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
+_GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
 _CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
 _TRACE_KINDS: Final[dict[type, str]] = {
@@ -148,6 +151,7 @@ class Node:
         self._trim_at = math.inf  # when to hand a dissolved crowd's memory back
         self._logged: dict[str, float] = {}  # what _log_rarely said, and when
         self._curve = config.curve
+        self._gossip: GossipService | None = None
         # The ZAP handler tells this node's inbox from others' by it.
         self._zap_id = b"trizre-zap-" + self._uuid.bytes
         self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
@@ -467,8 +471,13 @@ class Node:
         new TCP peers are throttled (a HELLO needs a real connection).
         ``key``: its CURVE public key, required in CURVE mode.
         """
-        host = _endpoint_host(endpoint)
-        if host is None or not self._interface.contains(host):
+        gossiping = self._config.discovery == "gossip"
+        if gossiping:
+            # Gossip reaches beyond one subnet by design: any tcp or ipc endpoint.
+            if not endpoint.startswith(("tcp://", "ipc://")):
+                log.debug("ignoring peer %s at %r: not tcp:// or ipc://", peer_uuid, endpoint)
+                return None
+        elif (host := _endpoint_host(endpoint)) is None or not self._interface.contains(host):
             # Never connect outside our interface's network, whatever a
             # beacon or HELLO claims.
             log.debug("ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface)
@@ -491,7 +500,13 @@ class Node:
             return None
         else:
             try:
-                link = TcpLink.connect(endpoint, self._identity, self._config.send_hwm, curve=curve)
+                link = TcpLink.connect(
+                    endpoint,
+                    self._identity,
+                    self._config.send_hwm,
+                    curve=curve,
+                    linger_ms=_GOODBYE_LINGER_MS if gossiping else 0,
+                )
             except zmq.ZMQError as exc:
                 # Out of sockets or descriptors: this peer waits for its next
                 # beacon; the node itself carries on.
@@ -535,6 +550,9 @@ class Node:
         if peer.beacon_key is not None:
             self._quiet.pop(peer.beacon_key, None)
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
+        if self._gossip is not None:
+            # As zyre: forget its tuple, so that only news of it links again.
+            self._gossip.unpublish(node_id(peer.uuid))
         log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
         self._peers_changed.set()
         return True
@@ -842,6 +860,65 @@ class Node:
             return False
         return beacon.version == (1 if self._version == 2 else 3)
 
+    # -------------------------------------------------------------- gossip
+
+    async def _gossip_discovery(self, task_status: trio.TaskStatus[None]) -> None:
+        """Gossip discovery: publish ``uuid -> endpoint`` and link to what others publish.
+
+        As zyre's gossip mode: the key is the UUID as 32 upper-case hex
+        digits, the value our inbox endpoint, ``|`` our Z85 key with CURVE.
+        """
+        config = self._config
+        bind = [config.gossip_bind] if config.gossip_bind else []
+        async with open_gossip(bind, config.gossip_connect, heard=self._on_gossip) as gossip:
+            self._gossip = gossip
+            value = self._endpoint
+            if self._curve is not None:
+                value += "|" + self._curve.public_z85
+            gossip.publish(node_id(self._uuid), value, round(config.gossip_ttl * 1000))
+            task_status.started()
+            await trio.sleep_forever()
+
+    def _on_gossip(self, news: Deliver | Forget) -> None:
+        """A tuple from the gossip network: a peer to link to, or one gone quiet."""
+        if self._stopped:
+            return
+        try:
+            peer_uuid = UUID(hex=news.key)
+        except ValueError:
+            return  # not a node's tuple: gossip carries anything
+        if peer_uuid == self._uuid:
+            return
+        known = self._peers.get(peer_uuid)
+        if isinstance(news, Forget):
+            # Its publisher stopped refreshing it; one that never said HELLO goes.
+            if known is not None and not known.protocol.ready:
+                self._forget(known, ExitReason.HANDSHAKE, "its gossip tuple expired")
+            return
+        endpoint, _, key_text = news.value.partition("|")
+        if known is not None or endpoint == self._endpoint:
+            return
+        key: bytes | None = None
+        if key_text:
+            try:
+                key = curve_key(key_text)
+            except ValueError:
+                log.debug("ignoring gossip for %s: bad key %r", peer_uuid, key_text)
+                return
+        if (self._curve is None) != (key is None):
+            self._log_rarely(
+                "gossip-curve",
+                logging.INFO,
+                f"ignoring gossip for peer {peer_uuid}: "
+                + (
+                    "no CURVE key (this node talks CURVE only)"
+                    if key is None
+                    else "it talks CURVE and this node has no certificate"
+                ),
+            )
+            return
+        self._add_peer(peer_uuid, endpoint, key=key)
+
     async def _remove_leavers(self) -> None:
         while True:
             while not self._leavers:
@@ -850,13 +927,16 @@ class Node:
 
     # ---------------------------------------------------------- lifecycle
 
-    async def _start(self, nursery: trio.Nursery, discovery: Discovery) -> None:
+    async def _start(self, nursery: trio.Nursery, discovery: Discovery | None) -> None:
         curve: CurveServer | None = None
         if (cert := self._curve) is not None:
             assert cert.secret is not None
             curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
         self._inbox, self._endpoint = bind_inbox(
-            str(self._interface.address), self._config.max_message_size, curve=curve
+            str(self._interface.address),
+            self._config.max_message_size,
+            curve=curve,
+            endpoint=self._config.endpoint,
         )
         self._discovery = discovery
         nursery.start_soon(self._reader, self._inbox)
@@ -866,10 +946,13 @@ class Node:
             self._local = LocalInbox(self._endpoint, self._version)
             register(self._uuid, self._local)
             nursery.start_soon(self._reader, self._local)
-        nursery.start_soon(discovery.listen, self._on_beacon)
-        nursery.start_soon(self._remove_leavers)
+        if discovery is not None:
+            nursery.start_soon(discovery.listen, self._on_beacon)
+            nursery.start_soon(self._remove_leavers)
+            nursery.start_soon(self._beacon_sender)
+        else:
+            await nursery.start(self._gossip_discovery)
         nursery.start_soon(self._presence_keeper)
-        nursery.start_soon(self._beacon_sender)
         if self._tracer is not None:
             self._tracer.record(kinds.NODE_START, endpoint=self._endpoint)
         await trio.lowlevel.checkpoint()
@@ -884,7 +967,9 @@ class Node:
             unregister(self._uuid)
             self._local.close()
         for peer in self._peers.values():
-            # In-process peers get what is queued, then GOODBYE; TCP drops it.
+            # In-process peers get what is queued, then GOODBYE; TCP drops
+            # it, except in gossip mode (no leaving beacon there), where the
+            # link lingers to deliver it, as zyre does.
             peer.link.close(peer.protocol.farewell())
         if self._discovery is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
@@ -943,9 +1028,11 @@ def _endpoint_host(endpoint: str) -> str | None:
 
 def _open_discovery(
     kind: DiscoveryKind, interface: Interface, port: int
-) -> AbstractAsyncContextManager[Discovery]:
+) -> AbstractAsyncContextManager[Discovery | None]:
     if kind == "memory":
         return open_memory_discovery(interface, port)
+    if kind == "gossip":
+        return nullcontext()  # the node runs its gossip service itself
     return open_beacon_hub(interface, port)
 
 
@@ -979,6 +1066,10 @@ async def open_node(
     discovery: DiscoveryKind = "udp",
     trace_dir: str | os.PathLike[str] | None = None,
     trace_max_bytes: int = 64 * 1024 * 1024,
+    endpoint: str | None = None,
+    gossip_bind: str | None = None,
+    gossip_connect: str | Sequence[str] = (),
+    gossip_ttl: float = 30.0,
     curve: Certificate | None = None,
     curve_allow: str | os.PathLike[str] | Iterable[CurveKey] | None = None,
     zap_domain: str = "global",
@@ -1030,13 +1121,28 @@ async def open_node(
             directly (see ``docs/node.md``).  Both nodes must allow it.
             Off: every peer gets a TCP link, as in zyre and pyre.  ``None``
             (the default) means on, unless ``$TRIZRE_LOCAL_LINKS`` is ``0``.
-        discovery: ``"udp"``, ZRE's UDP beacons; ``"memory"``, nodes of
+        discovery: ``"udp"``, ZRE's UDP beacons; ``"gossip"``, zyre's
+            gossip discovery (below, and ``docs/discovery.md``); ``"memory"``, nodes of
             this Trio run find each other in memory with no beacon socket
             (for tests and simulations: it runs under
             ``trio.testing.MockClock`` with exact virtual times).
         trace_dir: record a trace (``docs/traces.md``) of this node and of
             the patterns running on it into this directory; off by default.
         trace_max_bytes: rotate a trace file past this size (at least 4096).
+        endpoint: gossip mode: where the inbox binds and what the node
+            publishes (``tcp://host:port``, ``tcp://host:*`` for a free
+            port, ``ipc://path``); a concrete address peers can reach.
+            Default: a free port of the interface's address.
+        gossip_bind: gossip mode: serve the gossip network here (a hub
+            that other nodes, zyre's too, connect to).
+        gossip_connect: gossip mode: the gossip services (hubs) to join.
+            Gossip needs ``gossip_bind``, ``gossip_connect`` or both; it
+            sends no beacons, and a stopping node tells its peers with
+            GOODBYE, as zyre does.
+        gossip_ttl: seconds our tuple lives in the gossip network unless
+            refreshed (it is, every third of that, while the node runs), so
+            a node that dies without GOODBYE is forgotten; 0 keeps it
+            forever, as zyre.  czmq's zgossip hubs keep tuples forever.
         curve: this node's :class:`~trizre.Certificate` (a key pair): talk
             CURVE as 43/ZRE and zyre do (``docs/security.md``).  The node
             then beacons its public key (54-octet version-3 beacons), its
@@ -1087,6 +1193,10 @@ async def open_node(
         discovery=discovery,
         trace_dir=trace_dir,
         trace_max_bytes=trace_max_bytes,
+        endpoint=endpoint,
+        gossip_bind=gossip_bind,
+        gossip_connect=gossip_connect if isinstance(gossip_connect, str) else tuple(gossip_connect),
+        gossip_ttl=gossip_ttl,
         curve=curve,
         curve_allow=curve_allow,
         zap_domain=zap_domain,
@@ -1097,7 +1207,10 @@ async def open_node(
             "encrypted, but anyone on the network can join",
             config.name,
         )
-    node = Node(config, select_interface(config.interface))
+    # Gossip at an explicit endpoint needs no interface: name lo, unused, then.
+    gossip_only = config.discovery == "gossip" and config.endpoint is not None
+    spec = "lo" if gossip_only and config.interface is None else config.interface
+    node = Node(config, select_interface(spec))
     if config.trace_dir is not None:
         node._tracer = Tracer(
             config.trace_dir, node.uuid, node.name, max_bytes=config.trace_max_bytes

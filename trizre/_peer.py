@@ -72,6 +72,11 @@ PUBLIC_KEY_HEADER: Final = "X-PUBLICKEY"
 """The HELLO header in which a CURVE node gives its public key in Z85 (zyre's name)."""
 
 
+def node_id(node: UUID) -> str:
+    """A node's UUID as zyre writes it (``zuuid_str``): 32 upper-case hex digits."""
+    return node.hex.upper()
+
+
 def route(peer: UUID, key: str | None = None) -> bytes:
     """What a ROUTER inbox shows as the sender of ``peer``'s messages.
 

@@ -430,21 +430,25 @@ class ZSocket:
         if self._closed:
             raise trio.ClosedResourceError("the zmq socket was closed")
 
-    def close(self) -> None:
-        """Close the socket with ``LINGER 0``, waking every waiting task.
+    def close(self, linger_ms: int = 0) -> None:
+        """Close the socket, waking every waiting task.
 
         Waiting tasks raise :class:`trio.ClosedResourceError`; so does any
-        later call.  Messages still queued for sending are dropped (LINGER
-        0), which is what a node that is leaving wants.  Idempotent.
+        later call.  With ``linger_ms`` 0 (the default) messages still
+        queued for sending are dropped, which is what a node that is
+        leaving wants; otherwise libzmq goes on sending them in the
+        background for up to that long (closing never waits).  Idempotent.
         """
         if self._closed:
             return
+        if linger_ms > 0 and self._cork:
+            self._flush_cork()
         self._closed = True
         self._cork = None
         # Wake the descriptor's owner before libzmq closes the descriptor.
         trio.lowlevel.notify_closing(self._fd)
         self._lot.unpark_all()
-        self._zsock.close(linger=0)
+        self._zsock.close(linger=linger_ms)
 
     async def aclose(self) -> None:
         """Close the socket (see :meth:`close`); a checkpoint, never blocks."""

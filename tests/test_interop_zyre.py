@@ -273,3 +273,66 @@ def test_trizre_refuses_a_zyre_key_not_on_its_allow_list(
         assert tri.expect_event("peers")["peers"] == [], tri.describe()
         _no_event(zyre, "ENTER")
         assert tri.proc.poll() is None and zyre.proc.poll() is None
+
+
+# ------------------------------------------------------------------ gossip
+
+
+def test_gossip_zpinger_joins_a_trizre_hub(netns_pair: NetnsPair) -> None:
+    """zyre's gossip mode (zpinger -e -g) through a trizre node serving the gossip."""
+    z_ns, t_ns = netns_pair
+    hub = f"tcp://{t_ns.address}:5671"
+    with (
+        _trizre(
+            t_ns,
+            "tri7",
+            "--endpoint",
+            f"tcp://{t_ns.address}:*",
+            "--gossip-bind",
+            hub,
+            groups=("GLOBAL",),
+        ) as tri,
+        Zpinger(z_ns, "-e", f"tcp://{z_ns.address}:5680", "-g", hub) as zp,
+    ):
+        entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
+        z_id = entered["peer"]
+        assert entered["endpoint"] == f"tcp://{z_ns.address}:5680"
+        assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
+        _raw(zp, "[tri7] peer entered")
+        tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
+        _raw(zp, "[tri7] received ping (WHISPER)")
+        assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
+        tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
+        _raw(zp, "[tri7](GLOBAL) received ping (SHOUT)")
+        # No beacons in gossip mode: zyre learns that we left from our GOODBYE.
+        assert tri.stop() == 0, tri.describe()
+        _raw(zp, "[tri7] peer exited", timeout=5)
+
+
+def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
+    z_ns, t_ns = netns_pair
+    hub = f"tcp://{z_ns.address}:5672"
+    with (
+        _zyre(
+            z_ns,
+            "zyre8",
+            "--endpoint",
+            f"tcp://{z_ns.address}:5681",
+            "--gossip-bind",
+            hub,
+            groups=("chat",),
+        ) as zyre,
+        _trizre(
+            t_ns,
+            "tri8",
+            "--endpoint",
+            f"tcp://{t_ns.address}:*",
+            "--gossip-connect",
+            hub,
+            groups=("chat",),
+        ) as tri,
+    ):
+        _talk_both_ways(tri, zyre)
+        z_id = zyre.uuid
+        assert zyre.stop() == 0, zyre.describe()
+        tri.expect_event("EXIT", peer=z_id, timeout=5)  # zyre's GOODBYE

@@ -74,6 +74,14 @@ async def run(args: argparse.Namespace) -> int:
 
     headers = dict(item.split("=", 1) for item in args.header)
     curve = _curve_options(args)
+    gossip: dict[str, Any] = {}
+    if args.endpoint or args.gossip_bind or args.gossip_connect:
+        gossip = {
+            "discovery": "gossip",
+            "endpoint": args.endpoint,
+            "gossip_bind": args.gossip_bind,
+            "gossip_connect": args.gossip_connect or (),
+        }
     if args.log:
         logging.getLogger("trizre").addHandler(_EmitLogs())
         logging.getLogger("trizre").setLevel(logging.DEBUG)
@@ -87,6 +95,7 @@ async def run(args: argparse.Namespace) -> int:
         expired_timeout=args.expired,
         protocol_version=args.protocol_version,
         **curve,
+        **gossip,
     ) as node:
         events = node.events()
         key = curve["curve"].public_z85 if curve else None
@@ -160,6 +169,9 @@ def main() -> int:
         "--curve-allow", default=None, help="'any', a directory of certificates, or Z85 keys, ..."
     )
     parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
+    parser.add_argument("--endpoint", default=None, help="gossip mode: the inbox endpoint")
+    parser.add_argument("--gossip-bind", default=None, help="gossip mode: serve gossip here")
+    parser.add_argument("--gossip-connect", action="append", default=[], help="gossip hub")
     args = parser.parse_args()
     ensure_in_test_namespace()
     import trio  # noqa: PLC0415

@@ -25,6 +25,7 @@
         --curve-cert FILE  (zcert_load; --curve makes a fresh key pair)
         --allow DIR | --allow-any   (zauth's CURVE allow-list)
         --zap-domain D  --contest G (repeatable)  --verbose
+        --endpoint E  --gossip-bind E  --gossip-connect E   (gossip mode)
         --max-seconds S
 */
 
@@ -195,7 +196,8 @@ int
 main (int argc, char *argv [])
 {
     const char *name = NULL, *iface = NULL, *cert_file = NULL, *allow = NULL;
-    const char *zap_domain = NULL;
+    const char *zap_domain = NULL, *endpoint = NULL, *gossip_bind = NULL;
+    const char *gossip_connect = NULL;
     int port = 0, interval = 0, evasive = 0, expired = 0, verbose = 0, curve = 0;
     double max_seconds = 60;
     zlist_t *groups = zlist_new ();
@@ -224,6 +226,9 @@ main (int argc, char *argv [])
         else if (streq (arg, "--curve-cert")) { cert_file = value; curve = 1; }
         else if (streq (arg, "--allow")) allow = value;
         else if (streq (arg, "--zap-domain")) zap_domain = value;
+        else if (streq (arg, "--endpoint")) endpoint = value;
+        else if (streq (arg, "--gossip-bind")) gossip_bind = value;
+        else if (streq (arg, "--gossip-connect")) gossip_connect = value;
         else if (streq (arg, "--max-seconds")) max_seconds = atof (value);
         else {
             fprintf (stderr, "zyre_agent: unknown option %s\n", arg);
@@ -281,6 +286,15 @@ main (int argc, char *argv [])
         zyre_set_zcert (node, cert);
         zyre_set_header (node, "X-PUBLICKEY", "%s", zcert_public_txt (cert));
     }
+    //  Gossip mode, as zpinger -e/-g does it: an explicit endpoint, no beacons.
+    if (endpoint && zyre_set_endpoint (node, "%s", endpoint)) {
+        fprintf (stderr, "zyre_agent: cannot bind endpoint %s\n", endpoint);
+        return 4;
+    }
+    if (gossip_bind)
+        zyre_gossip_bind (node, "%s", gossip_bind);
+    if (gossip_connect)
+        zyre_gossip_connect (node, "%s", gossip_connect);
     if (zyre_start (node)) {
         fprintf (stderr, "zyre_agent: zyre_start failed\n");
         return 4;

@@ -5,6 +5,14 @@ Interactive, one terminal per person (type lines; Ctrl-D leaves):
     python examples/chat.py alice
     python examples/chat.py bob
 
+Without broadcast (containers, clouds, VPNs), by gossip, as zyre's gossip
+mode: one person serves the gossip, the others join it.  Everything stays
+on this machine here (ipc sockets, inboxes on 127.0.0.1); across machines,
+use tcp:// endpoints of addresses the others can reach:
+
+    python examples/chat.py alice --serve-gossip ipc:///tmp/trizre-chat
+    python examples/chat.py bob --gossip ipc:///tmp/trizre-chat
+
 Scripted, three people in one process, for a quick look (``make demo``):
 
     python examples/chat.py --demo
@@ -37,8 +45,20 @@ def show(event: trizre.Event) -> str | None:
     return None
 
 
-async def interactive(name: str, port: int) -> None:
-    async with trizre.open_node(name, interface="lo", beacon_port=port) as node:
+def discovery(args: argparse.Namespace) -> dict[str, object]:
+    """open_node's discovery options: beacons on lo, or gossip."""
+    if args.serve_gossip or args.gossip:
+        return {
+            "discovery": "gossip",
+            "endpoint": "tcp://127.0.0.1:*",  # loopback: this machine only
+            "gossip_bind": args.serve_gossip,
+            "gossip_connect": args.gossip or (),
+        }
+    return {"interface": "lo", "beacon_port": args.port}
+
+
+async def interactive(name: str, options: dict[str, object]) -> None:
+    async with trizre.open_node(name, **options) as node:  # type: ignore[arg-type]
         events = node.events()
         await node.join(GROUP)
 
@@ -97,11 +117,13 @@ def main() -> None:
     parser.add_argument("name", nargs="?", help="your name in the chat")
     parser.add_argument("--demo", action="store_true", help="run a scripted three-person chat")
     parser.add_argument("--port", type=int, default=PORT, help="UDP discovery port (on lo)")
+    parser.add_argument("--serve-gossip", metavar="ENDPOINT", help="serve gossip discovery here")
+    parser.add_argument("--gossip", metavar="ENDPOINT", help="join the gossip served there")
     args = parser.parse_args()
     if args.demo or not args.name:
         trio.run(demo)
     else:
-        trio.run(interactive, args.name, args.port)
+        trio.run(interactive, args.name, discovery(args))
 
 
 if __name__ == "__main__":

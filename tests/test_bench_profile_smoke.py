@@ -71,3 +71,10 @@ def test_ten_thousand_forged_beacons_a_second_cost_nothing_that_stays() -> None:
     assert result["verdict"]["nothing_lost"], result
     assert result["peak"]["fds"] > result["before"]["fds"], result  # the flood did cost sockets
     assert result["after_6s"]["fds"] <= result["before"]["fds"] * 1.1, result
+
+
+def test_discovery_bench_meshes_both_ways() -> None:
+    out = _run("bench_discovery.py", "--quick")
+    result = json.loads(out[out.index("{") :])
+    assert result["beacons"]["nodes"] == 3 and result["gossip"]["nodes"] == 4
+    assert result["beacons"]["full_mesh_s"] > 0 and result["gossip"]["full_mesh_s"] > 0

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from tests.nodes import free_udp_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,12 +48,18 @@ def test_chat_demo_runs() -> None:
     assert "alice hears * bob left" in result.stdout
 
 
-def test_chat_between_two_processes() -> None:
-    port = str(free_udp_port())
+@pytest.mark.parametrize("discovery", ["beacons", "gossip"])
+def test_chat_between_two_processes(discovery: str, tmp_path: Path) -> None:
     chat = [sys.executable, "-u", str(ROOT / "examples" / "chat.py")]
+    if discovery == "beacons":
+        port = str(free_udp_port())
+        how = {"alice": ["--port", port], "bob": ["--port", port]}
+    else:
+        hub = f"ipc://{tmp_path}/chat"
+        how = {"alice": ["--serve-gossip", hub], "bob": ["--gossip", hub]}
     procs = {
         name: subprocess.Popen(
-            [*chat, name, "--port", port],
+            [*chat, name, *how[name]],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -12,6 +12,7 @@ from ipaddress import IPv4Address
 
 import pytest
 
+import trizre
 from trizre import _interfaces
 from trizre._interfaces import (
     ENV_VAR,
@@ -247,3 +248,52 @@ def test_fake_no_interfaces_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_interfaces, "_probe_all", list)
     with pytest.raises(InterfaceError, match="reports no network interfaces"):
         select_interface("lo")
+
+
+# ------------------------------------------------------------------- IPv6
+
+
+def test_an_ipv6_interface_contains_link_local_addresses_of_its_own_scope() -> None:
+    from ipaddress import IPv6Address  # noqa: PLC0415
+
+    from trizre._interfaces import Interface6  # noqa: PLC0415
+
+    veth = Interface6("veth0", 7, IPv6Address("fe80::1"))
+    assert veth.scoped == "fe80::1%veth0"
+    assert (
+        veth.contains("fe80::2") and veth.contains("fe80::2%veth0") and veth.contains("fe80::2%7")
+    )
+    assert not veth.contains("fe80::2%eth1")  # another link's
+    assert not veth.contains("2001:db8::1")  # ok-net: documentation prefix, never reached
+    with pytest.raises(ValueError):
+        veth.contains("not an address")
+
+
+def test_ipv6_selection_explains_what_is_wrong() -> None:
+    from trizre._interfaces import select_interface6  # noqa: PLC0415
+
+    with pytest.raises(trizre.InterfaceError, match="'lo' cannot multicast"):
+        select_interface6("lo")
+    with pytest.raises(trizre.InterfaceError, match="no such interface"):
+        select_interface6("no-such-if0")
+    with pytest.raises(TypeError):
+        select_interface6(6)  # type: ignore[arg-type]
+
+
+async def test_an_ipv6_node_on_loopback_refuses_to_start() -> None:
+    with pytest.raises(trizre.InterfaceError, match="cannot multicast"):
+        async with trizre.open_node("six", ipv6=True, interface="lo"):
+            raise AssertionError("started")
+    with pytest.raises(ValueError, match="ipv6 is for beacon discovery"):
+        trizre.NodeConfig(ipv6=True, discovery="gossip", gossip_bind="ipc:///tmp/x")
+
+
+def test_endpoints_of_every_kind_give_their_host() -> None:
+    from trizre._node import _endpoint_host  # noqa: PLC0415
+
+    assert _endpoint_host("tcp://127.0.0.1:5670") == "127.0.0.1"
+    assert _endpoint_host("tcp://fe80::1%eth0:5670") == "fe80::1%eth0"  # zyre's form
+    assert _endpoint_host("tcp://[fe80::1%eth0]:5670") == "fe80::1%eth0"  # libzmq's
+    assert _endpoint_host("tcp://fe80::1:5670") == "fe80::1"  # HELLO: scope stripped
+    assert _endpoint_host("tcp://example.org:5670") is None  # never resolved
+    assert _endpoint_host("ipc:///tmp/x") is None

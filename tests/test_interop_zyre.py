@@ -10,6 +10,7 @@ can hold a CURVE allow-list (zauth).  scripts/build-zyre.sh builds both
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -336,3 +337,53 @@ def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
         z_id = zyre.uuid
         assert zyre.stop() == 0, zyre.describe()
         tri.expect_event("EXIT", peer=z_id, timeout=5)  # zyre's GOODBYE
+
+
+# -------------------------------------------------------------------- IPv6
+
+
+def _wait_for_link_local(ns: netns.Namespace) -> None:
+    """A veth's link-local address is usable once duplicate detection is over (~2 s)."""
+    for _ in range(100):
+        out = ns.run("ip", "-6", "addr", "show", "dev", ns.interface).stdout
+        if "fe80::" in out and "tentative" not in out:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{ns.interface} has no usable IPv6 link-local address:\n{out}")
+
+
+def test_ipv6_trizre_nodes_meet_by_multicast(netns_pair: NetnsPair) -> None:
+    a_ns, b_ns = netns_pair
+    _wait_for_link_local(a_ns)
+    _wait_for_link_local(b_ns)
+    with (
+        _trizre(a_ns, "six-a", "--ipv6", "--interface", a_ns.interface) as a,
+        _trizre(b_ns, "six-b", "--ipv6", "--interface", b_ns.interface) as b,
+    ):
+        entered = b.expect_event("ENTER", peer=a.uuid, timeout=15)
+        assert entered["endpoint"].startswith("tcp://fe80::")
+        a.expect_event("ENTER", peer=b.uuid, timeout=15)
+        a.send({"cmd": "whisper", "peer": b.uuid, "frames": [b64(b"over v6")]})
+        assert _frames(b.expect_event("WHISPER", peer=a.uuid)) == [b"over v6"]
+
+
+def test_ipv6_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
+    """zpinger -6 (zyre with ZSYS_IPV6): ENTER both ways, WHISPER and SHOUT, EXIT."""
+    z_ns, t_ns = netns_pair
+    _wait_for_link_local(z_ns)
+    _wait_for_link_local(t_ns)
+    with (
+        Zpinger(z_ns, "-6") as zp,
+        _trizre(t_ns, "tri9", "--ipv6", "--interface", t_ns.interface, groups=("GLOBAL",)) as tri,
+    ):
+        entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
+        z_id = entered["peer"]
+        assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
+        _raw(zp, "[tri9] peer entered")
+        tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
+        _raw(zp, "[tri9] received ping (WHISPER)")
+        assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
+        tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
+        _raw(zp, "[tri9](GLOBAL) received ping (SHOUT)")
+        assert tri.stop() == 0, tri.describe()
+        _raw(zp, "[tri9] peer exited", timeout=10)

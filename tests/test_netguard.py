@@ -46,6 +46,15 @@ def test_broadcast_outside_loopback_trips(target: str) -> None:
     assert len(_take_violations()) == 1
 
 
+def test_ipv6_multicast_beacon_trips() -> None:
+    """What an ipv6=True node sends (ff02::1 on an interface): only ever inside a namespace."""
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
+        with pytest.raises(_netguard.NetworkGuardError):
+            sock.sendto(b"x", ("ff02::1", 9, 0, socket.if_nametoindex("lo")))  # ok-net: trips
+    assert len(_take_violations()) == 1
+
+
 def test_tcp_connect_outside_loopback_trips() -> None:
     with socket.socket() as sock, pytest.raises(_netguard.NetworkGuardError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"lo")
@@ -126,6 +135,8 @@ def test_loopback_traffic_passes() -> None:
         ("tcp://*:1", False),
         ("tcp://eth0:1", False),
         ("udp://239.0.0.1:5670", False),  # ok-net: multicast, never allowed
+        ("tcp://fe80::1%eth0:5670", False),  # ok-net: IPv6 link-local (ipv6=True peers)
+        ("tcp://[fe80::1%eth0]:5670", False),  # ok-net: the same, bracketed
     ],
 )
 def test_endpoint_classification(endpoint: str, allowed: bool) -> None:

@@ -119,6 +119,7 @@ class NodeConfig:
     discovery: DiscoveryKind = attrs.field(default="udp")
     trace_dir: str | os.PathLike[str] | None = attrs.field(default=None)
     trace_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_int_in(4096, 2**62))
+    ipv6: bool = attrs.field(default=False, validator=_flag)
     endpoint: str | None = attrs.field(default=None)
     gossip_bind: str | None = attrs.field(default=None)
     gossip_connect: tuple[str, ...] = attrs.field(default=(), converter=_endpoints)
@@ -152,6 +153,14 @@ class NodeConfig:
             raise TypeError(f"zap_domain must be a str, got {type(value).__name__}")
         if not value or len(value.encode("utf-8")) > 254:
             raise ValueError(f"zap_domain must be 1..254 UTF-8 bytes, got {value!r}")
+
+    @ipv6.validator
+    def _check_ipv6(self, attribute: attrs.Attribute[bool], value: bool) -> None:
+        if value and self.discovery != "udp":
+            raise ValueError(
+                "ipv6 is for beacon discovery (multicast to ff02::1); with gossip, "
+                "give an IPv6 endpoint instead"
+            )
 
     @endpoint.validator
     def _check_inbox_endpoint(self, attribute: attrs.Attribute[str | None], value: Any) -> None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Final, Protocol, final
@@ -59,7 +60,7 @@ from typing import Final, Protocol, final
 import trio
 from trio_util import RepeatedEvent
 
-from trizre._interfaces import Interface
+from trizre._interfaces import Interface, Interface6
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
 
 __all__ = [
@@ -91,15 +92,21 @@ class BeaconSocket:
 
     __slots__ = ("_closed", "_destination", "_interface", "_port", "_sock")
 
-    def __init__(self, interface: Interface, port: int, sock: trio.socket.SocketType) -> None:
+    def __init__(
+        self, interface: Interface | Interface6, port: int, sock: trio.socket.SocketType
+    ) -> None:
         self._interface = interface
         self._port = port
         self._sock = sock
-        self._destination = (str(interface.broadcast), port)
+        self._destination: tuple[str, int] | tuple[str, int, int, int] = (
+            (str(interface.broadcast), port, 0, interface.index)
+            if isinstance(interface, Interface6)
+            else (str(interface.broadcast), port)
+        )
         self._closed = False
 
     @property
-    def interface(self) -> Interface:
+    def interface(self) -> Interface | Interface6:
         """The interface this socket beacons on."""
         return self._interface
 
@@ -158,6 +165,11 @@ class BeaconSocket:
                 raise trio.ClosedResourceError("beacon socket is closed")
             data, address = await self._sock.recvfrom(_READ_SIZE)
             sender: str = address[0]
+            if isinstance(self._interface, Interface6):
+                if address[3] != self._interface.index:
+                    continue  # another link's: its scope is not ours
+                # Link-local addresses mean something only with their scope.
+                sender = f"{sender.partition('%')[0]}%{self._interface.name}"
             if not self._interface.contains(sender):
                 logger.debug(
                     "dropped a datagram from %s: outside %s's subnet %s",
@@ -179,7 +191,9 @@ class BeaconSocket:
 
 
 @asynccontextmanager
-async def open_beacon_socket(interface: Interface, port: int) -> AsyncIterator[BeaconSocket]:
+async def open_beacon_socket(
+    interface: Interface | Interface6, port: int
+) -> AsyncIterator[BeaconSocket]:
     """Open a :class:`BeaconSocket` on *interface* and UDP *port*.
 
     The socket is bound (to ``interface.broadcast:port``, sharing the port
@@ -202,18 +216,30 @@ async def open_beacon_socket(interface: Interface, port: int) -> AsyncIterator[B
         beacon_socket._close()
 
 
-async def _bind(interface: Interface, port: int) -> BeaconSocket:
+async def _bind(interface: Interface | Interface6, port: int) -> BeaconSocket:
     if not isinstance(port, int) or isinstance(port, bool):
         raise TypeError(f"port must be an int, got {port!r}")
     if not 1 <= port <= 0xFFFF:
         raise ValueError(f"port must be in 1..65535, got {port}")
-    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ipv6 = isinstance(interface, Interface6)
+    sock = trio.socket.socket(socket.AF_INET6 if ipv6 else socket.AF_INET, socket.SOCK_DGRAM)
     beacon_socket = BeaconSocket(interface, port, sock)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-        await sock.bind((str(interface.broadcast), port))
+        if isinstance(interface, Interface6):
+            # As zyre: join ff02::1 on the one interface, send through it.
+            # Bound to the group (not ::), the socket hears nothing else.
+            group = socket.inet_pton(socket.AF_INET6, str(interface.broadcast))
+            mreq = group + struct.pack("@I", interface.index)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, mreq)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, interface.index)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 1)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 1)
+            await sock.bind((str(interface.broadcast), port, 0, interface.index))
+        else:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+            await sock.bind((str(interface.broadcast), port))
     except OSError as exc:
         beacon_socket._close()
         if exc.errno == errno.EADDRINUSE:
@@ -336,7 +362,7 @@ class BeaconHub:
 
 
 @asynccontextmanager
-async def open_beacon_hub(interface: Interface, port: int) -> AsyncIterator[BeaconHub]:
+async def open_beacon_hub(interface: Interface | Interface6, port: int) -> AsyncIterator[BeaconHub]:
     """Join (or open) this Trio run's shared beacon hub for *interface* and *port*.
 
     The hub's socket is opened by the first user and closed by the last.

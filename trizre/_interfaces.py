@@ -19,7 +19,7 @@ import fcntl
 import os
 import socket
 import struct
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Final, final
 
 import attrs
@@ -27,9 +27,11 @@ import attrs
 __all__ = [
     "ENV_VAR",
     "Interface",
+    "Interface6",
     "InterfaceError",
     "list_interfaces",
     "select_interface",
+    "select_interface6",
 ]
 
 ENV_VAR: Final = "TRIZRE_INTERFACE"
@@ -43,6 +45,10 @@ _SIOCGIFNETMASK: Final = 0x891B
 _IFF_UP: Final = 0x1
 _IFF_BROADCAST: Final = 0x2
 _IFF_LOOPBACK: Final = 0x8
+_IFF_MULTICAST: Final = 0x1000
+_IF_INET6: Final = "/proc/net/if_inet6"
+_LINK_LOCAL: Final = IPv6Network("fe80::/10")
+_ALL_NODES: Final = IPv6Address("ff02::1")
 _IFNAMSIZ: Final = 16  # including the terminating NUL
 # struct ifreq: a 16-byte name, then a union; a sockaddr_in's address is
 # at union offset 4 (after sa_family and the port), the flags a short at 0.
@@ -285,3 +291,131 @@ def _listing(probes: list[_Probe]) -> str:
     if not probes:
         return "; this host reports no network interfaces"
     return "; interfaces on this host: " + ", ".join(p.describe() for p in probes)
+
+
+# ------------------------------------------------------------------- IPv6
+
+
+@final
+@attrs.frozen
+class Interface6:
+    """One interface for IPv6 discovery: beacons to ``ff02::1`` on it, as zyre with ``ZSYS_IPV6``.
+
+    Peers are reached at their link-local addresses, which only mean
+    something with this interface's scope: endpoints carry it as
+    ``tcp://fe80::1%eth0:port`` (zyre's form).
+
+    Attributes:
+        name: the kernel's interface name.
+        index: its index (the scope id of its link-local addresses).
+        address: its link-local IPv6 address.
+    """
+
+    name: str
+    index: int
+    address: IPv6Address
+    broadcast: IPv6Address = _ALL_NODES  # the all-nodes group beacons go to
+    is_loopback: bool = False
+
+    @property
+    def network(self) -> IPv6Network:
+        """The link-local range, ``fe80::/10``."""
+        return _LINK_LOCAL
+
+    @property
+    def scoped(self) -> str:
+        """Our address with the scope, as endpoints write it: ``fe80::1%eth0``."""
+        return f"{self.address}%{self.name}"
+
+    def contains(self, addr: str) -> bool:
+        """``True`` for a link-local address of this link (``fe80::x`` or ``fe80::x%<ours>``).
+
+        Raises ``ValueError`` for a string that is not an IPv6 address.
+        """
+        host, _, scope = addr.partition("%")
+        if scope and scope not in (self.name, str(self.index)):
+            return False
+        return IPv6Address(host) in _LINK_LOCAL
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.address} (IPv6 multicast {self.broadcast})"
+
+
+def _link_locals() -> dict[str, IPv6Address]:
+    """Each interface's link-local IPv6 address, from ``/proc/net/if_inet6``."""
+    found: dict[str, IPv6Address] = {}
+    try:
+        with open(_IF_INET6, encoding="ascii") as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) != 6:
+                    continue
+                address = IPv6Address(bytes.fromhex(fields[0]))
+                flags = int(fields[4], 16)
+                # Not tentative (0x40) or failed duplicate detection (0x08): usable.
+                if address in _LINK_LOCAL and not flags & 0x48:
+                    found.setdefault(fields[5], address)
+    except OSError:
+        pass  # no IPv6 in this kernel
+    return found
+
+
+def select_interface6(spec: str | None = None) -> Interface6:
+    """Choose the interface a node beacons on over IPv6.
+
+    *spec* is an interface name; ``None`` reads ``$TRIZRE_INTERFACE``, else
+    takes the first interface that is up, multicast-capable, not loopback
+    and has a usable link-local address.
+
+    Raises:
+        InterfaceError: naming the spec and listing the interfaces with
+            IPv6 link-local addresses: no such interface, down, unable to
+            multicast (``lo`` cannot), or without a usable link-local
+            address (still in duplicate address detection, a second or two
+            after the link came up, or IPv6 disabled on it).
+        TypeError: *spec* is neither a ``str`` nor ``None``.
+    """
+    if spec is not None and not isinstance(spec, str):
+        raise TypeError(f"interface spec must be a str or None, got {spec!r}")
+    origin = "interface"
+    if spec is None and (env := os.environ.get(ENV_VAR, "").strip()):
+        spec, origin = env, f"${ENV_VAR} interface"
+    probes = {p.name: p for p in _probe_all()}
+    addresses = _link_locals()
+    listing = "; interfaces with IPv6 link-local addresses: " + (
+        ", ".join(f"{name} {addr}" for name, addr in addresses.items()) or "none"
+    )
+
+    def usable(name: str) -> bool:
+        probe = probes.get(name)
+        return (
+            probe is not None
+            and probe.up
+            and bool(probe.flags & _IFF_MULTICAST)
+            and not probe.loopback
+            and name in addresses
+        )
+
+    if spec is None:
+        for name in probes:
+            if usable(name):
+                return Interface6(name, socket.if_nametoindex(name), addresses[name])
+        raise InterfaceError(
+            "no interface is up, multicast-capable, not loopback and has an IPv6 "
+            f"link-local address; name one (or set ${ENV_VAR}){listing}"
+        )
+    probe = probes.get(spec)
+    if probe is None:
+        raise InterfaceError(f"{origin} {spec!r}: no such interface{listing}")
+    if not probe.up:
+        raise InterfaceError(f"{origin} {spec!r} is down{listing}")
+    if probe.loopback or not probe.flags & _IFF_MULTICAST:
+        raise InterfaceError(
+            f"{origin} {spec!r} cannot multicast, so IPv6 beacons cannot work on it{listing}"
+        )
+    if spec not in addresses:
+        raise InterfaceError(
+            f"{origin} {spec!r} has no usable IPv6 link-local address (IPv6 off, or the "
+            f"address is still being checked for duplicates){listing}"
+        )
+    return Interface6(spec, socket.if_nametoindex(spec), addresses[spec])

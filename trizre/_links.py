@@ -107,6 +107,7 @@ def bind_inbox(
     *,
     curve: CurveServer | None = None,
     endpoint: str | None = None,
+    ipv6: bool = False,
 ) -> tuple[ZSocket, str]:
     """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
 
@@ -125,6 +126,7 @@ def bind_inbox(
     sock = context().socket(zmq.ROUTER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IPV6, int(ipv6))
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         if curve is not None:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
@@ -214,6 +216,7 @@ class TcpLink:
         *,
         curve: CurveClient | None = None,
         linger_ms: int = 0,
+        ipv6: bool = False,
     ) -> TcpLink:
         """Open a DEALER with ``identity`` and ``hwm`` and connect it to ``endpoint``.
 
@@ -228,6 +231,7 @@ class TcpLink:
             zsock.setsockopt(zmq.IDENTITY, identity)
             zsock.setsockopt(zmq.SNDHWM, hwm)
             zsock.setsockopt(zmq.LINGER, 0)
+            zsock.setsockopt(zmq.IPV6, int(ipv6))
             if curve is not None:
                 zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
                 zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)

@@ -66,7 +66,7 @@ from ._events import (
 from ._fanout import EventStream, Fanout, Overflow
 from ._gossip import Deliver, Forget
 from ._gossip_service import GossipService, open_gossip
-from ._interfaces import Interface, select_interface
+from ._interfaces import Interface, Interface6, select_interface, select_interface6
 from ._links import (
     CurveClient,
     CurveServer,
@@ -116,7 +116,7 @@ class Node:
     and the identity properties.
     """
 
-    def __init__(self, config: NodeConfig, interface: Interface) -> None:
+    def __init__(self, config: NodeConfig, interface: Interface | Interface6) -> None:
         self._uuid = uuid4()
         self._config = config
         # zyre's default name: the first 6 hex digits of the UUID.
@@ -134,6 +134,7 @@ class Node:
         self._inbox: ZSocket | None = None
         self._discovery: Discovery | None = None
         self._endpoint = ""
+        self._advertised = ""  # the endpoint our HELLO gives
         self._stopped = False
         self._presence_wakeup = trio.Event()
         self._peers_changed = RepeatedEvent()
@@ -184,8 +185,8 @@ class Node:
         return self._tracer
 
     @property
-    def interface(self) -> Interface:
-        """The network interface this node beacons on."""
+    def interface(self) -> Interface | Interface6:
+        """The network interface this node beacons on (an ``Interface6`` with ``ipv6=True``)."""
         return self._interface
 
     # ------------------------------------------------------------- queries
@@ -477,11 +478,16 @@ class Node:
             if not endpoint.startswith(("tcp://", "ipc://")):
                 log.debug("ignoring peer %s at %r: not tcp:// or ipc://", peer_uuid, endpoint)
                 return None
-        elif (host := _endpoint_host(endpoint)) is None or not self._interface.contains(host):
-            # Never connect outside our interface's network, whatever a
-            # beacon or HELLO claims.
-            log.debug("ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface)
-            return None
+        else:
+            endpoint = self._scoped(endpoint)
+            host = _endpoint_host(endpoint)
+            if host is None or not self._interface.contains(host):
+                # Never connect outside our interface's network, whatever a
+                # beacon or HELLO claims.
+                log.debug(
+                    "ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface
+                )
+                return None
         curve: CurveClient | None = None
         if self._curve is not None:
             curve = self._curve_client(peer_uuid, key)
@@ -506,6 +512,7 @@ class Node:
                     self._config.send_hwm,
                     curve=curve,
                     linger_ms=_GOODBYE_LINGER_MS if gossiping else 0,
+                    ipv6=self._config.ipv6,
                 )
             except zmq.ZMQError as exc:
                 # Out of sockets or descriptors: this peer waits for its next
@@ -514,7 +521,7 @@ class Node:
                 return None
         hello = wire.Hello(
             wire.HELLO_SEQUENCE,
-            self._endpoint,
+            self._advertised,
             tuple(sorted(self._groups)),
             self._status,
             self._name,
@@ -556,6 +563,16 @@ class Node:
         log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
         self._peers_changed.set()
         return True
+
+    def _scoped(self, endpoint: str) -> str:
+        """IPv6: a link-local endpoint without scope gets ours (zyre's rule for HELLOs)."""
+        if not isinstance(self._interface, Interface6):
+            return endpoint
+        host = _endpoint_host(endpoint)
+        if host is None or "%" in host or not self._interface.contains(host):
+            return endpoint
+        port = endpoint.rsplit(":", 1)[1]
+        return f"tcp://{host}%{self._interface.name}:{port}"
 
     def _curve_client(self, peer_uuid: UUID, key: bytes | None) -> CurveClient | None:
         """Our CURVE link's keys towards a peer, or ``None`` if we must not link to it."""
@@ -932,12 +949,18 @@ class Node:
         if (cert := self._curve) is not None:
             assert cert.secret is not None
             curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
+        interface = self._interface
         self._inbox, self._endpoint = bind_inbox(
-            str(self._interface.address),
+            interface.scoped if isinstance(interface, Interface6) else str(interface.address),
             self._config.max_message_size,
             curve=curve,
             endpoint=self._config.endpoint,
+            ipv6=isinstance(interface, Interface6),
         )
+        # What HELLO says: a link-local scope means nothing to the peer (zyre).
+        self._advertised = self._endpoint
+        if isinstance(interface, Interface6):
+            self._advertised = self._endpoint.replace(f"%{interface.name}", "", 1)
         self._discovery = discovery
         nursery.start_soon(self._reader, self._inbox)
         # CURVE peers are all reached over CURVE: an in-memory link would
@@ -1017,19 +1040,26 @@ def _check_group(group: str) -> None:
 
 
 def _endpoint_host(endpoint: str) -> str | None:
+    """The numeric host of a ``tcp://`` endpoint: IPv4, or IPv6 with its ``%scope`` if any.
+
+    IPv6 may come bracketed (libzmq's form) or not (zyre's); names are
+    never resolved: ``None``.
+    """
     if not endpoint.startswith("tcp://"):
         return None
-    host = endpoint[6:].rsplit(":", 1)[0]
+    host = endpoint[6:].rsplit(":", 1)[0].strip("[]")
     try:
-        return str(ipaddress.IPv4Address(host))
+        address = ipaddress.ip_address(host.partition("%")[0])
     except ValueError:
         return None
+    return host if address.version == 6 else str(address)
 
 
 def _open_discovery(
-    kind: DiscoveryKind, interface: Interface, port: int
+    kind: DiscoveryKind, interface: Interface | Interface6, port: int
 ) -> AbstractAsyncContextManager[Discovery | None]:
     if kind == "memory":
+        assert isinstance(interface, Interface)
         return open_memory_discovery(interface, port)
     if kind == "gossip":
         return nullcontext()  # the node runs its gossip service itself
@@ -1064,6 +1094,7 @@ async def open_node(
     beacons_refresh: bool = False,
     local_links: bool | None = None,
     discovery: DiscoveryKind = "udp",
+    ipv6: bool = False,
     trace_dir: str | os.PathLike[str] | None = None,
     trace_max_bytes: int = 64 * 1024 * 1024,
     endpoint: str | None = None,
@@ -1129,6 +1160,13 @@ async def open_node(
         trace_dir: record a trace (``docs/traces.md``) of this node and of
             the patterns running on it into this directory; off by default.
         trace_max_bytes: rotate a trace file past this size (at least 4096).
+        ipv6: beacon over IPv6 as zyre does with ``ZSYS_IPV6=1``: to the
+            all-nodes group ``ff02::1`` of ``interface`` (a name; default:
+            the first up, multicast-capable, non-loopback interface with a
+            link-local address), peers reached at their link-local
+            addresses with the interface's scope
+            (``tcp://fe80::1%eth0:port``); HELLO gives the endpoint without
+            it, as zyre.  Loopback cannot multicast: ``InterfaceError``.
         endpoint: gossip mode: where the inbox binds and what the node
             publishes (``tcp://host:port``, ``tcp://host:*`` for a free
             port, ``ipc://path``); a concrete address peers can reach.
@@ -1191,6 +1229,7 @@ async def open_node(
         beacons_refresh=beacons_refresh,
         local_links=local_links,
         discovery=discovery,
+        ipv6=ipv6,
         trace_dir=trace_dir,
         trace_max_bytes=trace_max_bytes,
         endpoint=endpoint,
@@ -1210,7 +1249,7 @@ async def open_node(
     # Gossip at an explicit endpoint needs no interface: name lo, unused, then.
     gossip_only = config.discovery == "gossip" and config.endpoint is not None
     spec = "lo" if gossip_only and config.interface is None else config.interface
-    node = Node(config, select_interface(spec))
+    node = Node(config, select_interface6(spec) if config.ipv6 else select_interface(spec))
     if config.trace_dir is not None:
         node._tracer = Tracer(
             config.trace_dir, node.uuid, node.name, max_bytes=config.trace_max_bytes

@@ -94,6 +94,7 @@ async def run(args: argparse.Namespace) -> int:
         evasive_timeout=args.evasive,
         expired_timeout=args.expired,
         protocol_version=args.protocol_version,
+        ipv6=args.ipv6,
         **curve,
         **gossip,
     ) as node:
@@ -169,6 +170,7 @@ def main() -> int:
         "--curve-allow", default=None, help="'any', a directory of certificates, or Z85 keys, ..."
     )
     parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
+    parser.add_argument("--ipv6", action="store_true", help="beacon to ff02::1 (IPv6)")
     parser.add_argument("--endpoint", default=None, help="gossip mode: the inbox endpoint")
     parser.add_argument("--gossip-bind", default=None, help="gossip mode: serve gossip here")
     parser.add_argument("--gossip-connect", action="append", default=[], help="gossip hub")

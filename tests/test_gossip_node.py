@@ -118,6 +118,7 @@ async def test_curve_nodes_gossip_their_keys_and_talk_encrypted(tmp_path: Path) 
                 nodes.append(node)
             events = nodes[1].events()
             await nodes[1].wait_for_peer(nodes[2].uuid)
+            await nodes[2].wait_for_peer(nodes[1].uuid)
             assert nodes[1].peer_headers(nodes[2].uuid)["X-PUBLICKEY"] == certs[2].public_z85
             await nodes[2].whisper(nodes[1].uuid, b"secret")
             assert (await next_event(events, trizre.Whisper)).frames == (b"secret",)

@@ -879,7 +879,7 @@ class Node:
 
     # -------------------------------------------------------------- gossip
 
-    async def _gossip_discovery(self, task_status: trio.TaskStatus[None]) -> None:
+    async def _gossip_discovery(self) -> None:
         """Gossip discovery: publish ``uuid -> endpoint`` and link to what others publish.
 
         As zyre's gossip mode: the key is the UUID as 32 upper-case hex
@@ -893,7 +893,6 @@ class Node:
             if self._curve is not None:
                 value += "|" + self._curve.public_z85
             gossip.publish(node_id(self._uuid), value, round(config.gossip_ttl * 1000))
-            task_status.started()
             await trio.sleep_forever()
 
     def _on_gossip(self, news: Deliver | Forget) -> None:
@@ -945,6 +944,14 @@ class Node:
     # ---------------------------------------------------------- lifecycle
 
     async def _start(self, nursery: trio.Nursery, discovery: Discovery | None) -> None:
+        """Bind the inbox and start the node's tasks.
+
+        The schedule point comes first: once the tasks are started nothing
+        here waits, so none of them runs before ``open_node``'s body does,
+        and a subscription made first thing in the body sees every event
+        (a HELLO can arrive within milliseconds, over gossip especially).
+        """
+        await trio.lowlevel.checkpoint()
         curve: CurveServer | None = None
         if (cert := self._curve) is not None:
             assert cert.secret is not None
@@ -974,11 +981,10 @@ class Node:
             nursery.start_soon(self._remove_leavers)
             nursery.start_soon(self._beacon_sender)
         else:
-            await nursery.start(self._gossip_discovery)
+            nursery.start_soon(self._gossip_discovery)
         nursery.start_soon(self._presence_keeper)
         if self._tracer is not None:
             self._tracer.record(kinds.NODE_START, endpoint=self._endpoint)
-        await trio.lowlevel.checkpoint()
 
     async def _shutdown(self) -> None:
         """Say goodbye, close every link and socket, end every subscription."""

@@ -179,3 +179,14 @@ def test_a_cyclic_network_converges_refreshes_without_looping_and_forgets_a_leav
     sim.run_until(13.5)
     assert all("node-3" not in sim.services[i].tuples for i in range(6))
     assert all("node-3" not in sim.known[i] for i in range(6))
+
+
+def test_the_table_is_bounded_and_known_keys_keep_their_room() -> None:
+    service = GossipState(max_tuples=3)
+    service.from_client(b"c", HELLO, 0.0)
+    for i in range(10):
+        service.from_client(b"c", pub(f"k{i}", "v"), 0.0)
+    assert sorted(service.tuples) == ["k0", "k1", "k2"] and service.refused == 7
+    assert service.from_client(b"c", pub("k1", "changed"), 0.1)[0] == Deliver("k1", "changed")
+    with pytest.raises(ValueError, match="max_tuples"):
+        GossipState(max_tuples=0)

@@ -24,7 +24,14 @@ from ._events import (
     Whisper,
 )
 from ._fanout import EventStream
-from ._interfaces import Interface, InterfaceError, list_interfaces, select_interface
+from ._interfaces import (
+    Interface,
+    Interface6,
+    InterfaceError,
+    list_interfaces,
+    select_interface,
+    select_interface6,
+)
 from ._node import Node, open_node
 
 __version__ = "0.1.0"
@@ -39,6 +46,7 @@ __all__ = [
     "EventsOverflowed",
     "Exit",
     "Interface",
+    "Interface6",
     "InterfaceError",
     "Join",
     "Leave",
@@ -56,4 +64,5 @@ __all__ = [
     "load_public_keys",
     "open_node",
     "select_interface",
+    "select_interface6",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "Certificate",
     "CurveKey",
     "CurvePolicy",
+    "allowed_keys",
     "curve_key",
     "load_public_keys",
     "open_zap",

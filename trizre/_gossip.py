@@ -113,13 +113,20 @@ class GossipState:
     """One gossip service's tuples, clients and remotes.
 
     Times are seconds on any monotonic clock.  ``remotes`` are whatever
-    hashable names the caller gives its DEALERs.
+    hashable names the caller gives its DEALERs.  At most ``max_tuples``
+    tuples are held: a new key beyond that is refused (and counted in
+    :attr:`refused`), so a client publishing endless keys cannot exhaust
+    memory; changes to known keys still pass.
     """
 
-    def __init__(self, *, client_timeout: float = 1.0) -> None:
+    def __init__(self, *, client_timeout: float = 1.0, max_tuples: int = 65_536) -> None:
         if not client_timeout > 0:
             raise ValueError(f"client_timeout must be positive, got {client_timeout!r}")
+        if max_tuples < 1:
+            raise ValueError(f"max_tuples must be at least 1, got {max_tuples!r}")
         self.client_timeout = client_timeout
+        self.max_tuples = max_tuples  # beyond it new keys are refused: memory stays bounded
+        self.refused = 0  # new tuples refused for want of room
         self.tuples: dict[str, _Tuple] = {}
         self._clients: dict[bytes, float] = {}  # said HELLO: last heard
         self._remotes: dict[Hashable, float] = {}  # next PING due
@@ -242,6 +249,9 @@ class GossipState:
                 return []
             known.expires, known.ttl = expires, ttl
             return self._forward(key, now)
+        if known is None and len(self.tuples) >= self.max_tuples:
+            self.refused += 1  # a flood of keys: known tuples keep their room
+            return []
         self.tuples[key] = _Tuple(value, ttl, expires)
         actions = self._forward(key, now)
         if deliver:

@@ -177,8 +177,7 @@ def test_curve_trizre_and_curve_zyre_talk(
             "tri2",
             "--curve-cert",
             str(certs["trizre"]),
-            "--curve-allow",
-            zyre_key,
+            f"--curve-allow={zyre_key}",  # one word: a Z85 key may begin with "-"
             groups=("chat",),
         ) as tri,
     ):
@@ -265,7 +264,7 @@ def test_trizre_refuses_a_zyre_key_not_on_its_allow_list(
     with (
         _zyre(z_ns, "zyre6", "--curve-cert", str(certs["zyre"]), "--allow-any") as zyre,
         _trizre(
-            t_ns, "tri6", "--curve-cert", str(certs["trizre"]), "--curve-allow", stranger_key
+            t_ns, "tri6", "--curve-cert", str(certs["trizre"]), f"--curve-allow={stranger_key}"
         ) as tri,
     ):
         _log(tri, "is not in curve_allow", timeout=15)  # zyre's beacon: no link, no HELLO

@@ -167,7 +167,10 @@ def main() -> int:
         "--curve-cert", default=None, help="a zcert file, or 'new' for a fresh key pair"
     )
     parser.add_argument(
-        "--curve-allow", default=None, help="'any', a directory of certificates, or Z85 keys, ..."
+        "--curve-allow",
+        default=None,
+        help="'any', a directory of certificates, or Z85 keys, ... (as --curve-allow=KEYS: "
+        "a Z85 key may begin with '-')",
     )
     parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
     parser.add_argument("--ipv6", action="store_true", help="beacon to ff02::1 (IPv6)")

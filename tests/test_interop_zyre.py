@@ -343,7 +343,7 @@ def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
 
 def _wait_for_link_local(ns: netns.Namespace) -> None:
     """A veth's link-local address is usable once duplicate detection is over (~2 s)."""
-    for _ in range(100):
+    for _ in range(200):
         out = ns.run("ip", "-6", "addr", "show", "dev", ns.interface).stdout
         if "fe80::" in out and "tentative" not in out:
             return

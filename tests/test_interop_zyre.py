@@ -144,6 +144,26 @@ def _talk_both_ways(tri: Agent, zyre: Agent) -> None:
     assert _frames(tri.expect_event("SHOUT", peer=z_id, group="chat")) == [b"from zyre"]
 
 
+def _converse_with_zpinger(tri: Agent, zp: Agent, name: str, exit_timeout: float) -> dict[str, Any]:
+    """zpinger's script, both ways: it whispers on ENTER and shouts back on a WHISPER.
+
+    Ends by stopping trizre and waiting (at most ``exit_timeout``) for zpinger
+    to log the EXIT.  Returns trizre's ENTER event for zpinger.
+    """
+    entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
+    z_id = entered["peer"]
+    assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
+    _raw(zp, f"[{name}] peer entered")
+    tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
+    _raw(zp, f"[{name}] received ping (WHISPER)")
+    assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
+    tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
+    _raw(zp, f"[{name}](GLOBAL) received ping (SHOUT)")
+    assert tri.stop() == 0, tri.describe()
+    _raw(zp, f"[{name}] peer exited", timeout=exit_timeout)
+    return entered
+
+
 def test_plain_trizre_and_zyre_talk_and_exit(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     with (
@@ -197,18 +217,8 @@ def test_curve_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
             t_ns, "tri3", "--curve-cert", "new", "--curve-allow", "any", groups=("GLOBAL",)
         ) as tri,
     ):
-        entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
-        z_id = entered["peer"]
+        entered = _converse_with_zpinger(tri, zp, "tri3", exit_timeout=40)
         assert "X-PUBLICKEY" in entered["headers"]
-        assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
-        _raw(zp, "[tri3] peer entered")
-        tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
-        _raw(zp, "[tri3] received ping (WHISPER)")
-        assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
-        tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
-        _raw(zp, "[tri3](GLOBAL) received ping (SHOUT)")
-        assert tri.stop() == 0, tri.describe()
-        _raw(zp, "[tri3] peer exited", timeout=40)
 
 
 def test_plain_trizre_and_curve_zpinger_ignore_each_other(netns_pair: NetnsPair) -> None:
@@ -294,19 +304,10 @@ def test_gossip_zpinger_joins_a_trizre_hub(netns_pair: NetnsPair) -> None:
         ) as tri,
         Zpinger(z_ns, "-e", f"tcp://{z_ns.address}:5680", "-g", hub) as zp,
     ):
-        entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
-        z_id = entered["peer"]
+        # No beacons in gossip mode: zyre learns that we left from our GOODBYE,
+        # well before the 5 s the conversation allows for it.
+        entered = _converse_with_zpinger(tri, zp, "tri7", exit_timeout=5)
         assert entered["endpoint"] == f"tcp://{z_ns.address}:5680"
-        assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
-        _raw(zp, "[tri7] peer entered")
-        tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
-        _raw(zp, "[tri7] received ping (WHISPER)")
-        assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
-        tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
-        _raw(zp, "[tri7](GLOBAL) received ping (SHOUT)")
-        # No beacons in gossip mode: zyre learns that we left from our GOODBYE.
-        assert tri.stop() == 0, tri.describe()
-        _raw(zp, "[tri7] peer exited", timeout=5)
 
 
 def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
@@ -375,14 +376,5 @@ def test_ipv6_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
         Zpinger(z_ns, "-6") as zp,
         _trizre(t_ns, "tri9", "--ipv6", "--interface", t_ns.interface, groups=("GLOBAL",)) as tri,
     ):
-        entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
-        z_id = entered["peer"]
-        assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
-        _raw(zp, "[tri9] peer entered")
-        tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
-        _raw(zp, "[tri9] received ping (WHISPER)")
-        assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
-        tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
-        _raw(zp, "[tri9](GLOBAL) received ping (SHOUT)")
-        assert tri.stop() == 0, tri.describe()
-        _raw(zp, "[tri9] peer exited", timeout=10)
+        entered = _converse_with_zpinger(tri, zp, "tri9", exit_timeout=10)
+        assert entered["endpoint"].startswith("tcp://fe80::")

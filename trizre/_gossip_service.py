@@ -149,30 +149,25 @@ async def open_gossip(
     state = GossipState(client_timeout=client_timeout)
     service = GossipService(state, heard)
     sockets: list[ZSocket] = []
+
+    def socket(kind: int, verb: str, endpoint: str) -> ZSocket:
+        """A ROUTER bound or a DEALER connected to ``endpoint``; errors name it."""
+        raw: zmq.Socket[Any] = context().socket(kind)
+        sockets.append(ZSocket(raw))
+        raw.setsockopt(zmq.SNDHWM, _HWM)
+        try:
+            getattr(raw, verb)(endpoint)
+        except zmq.ZMQError as exc:
+            raise zmq.ZMQError(exc.errno, f"cannot {verb} gossip to {endpoint!r}: {exc}") from exc
+        return sockets[-1]
+
     try:
         for endpoint in bind:
-            raw: zmq.Socket[Any] = context().socket(zmq.ROUTER)
-            sock = ZSocket(raw)
-            sockets.append(sock)
-            raw.setsockopt(zmq.SNDHWM, _HWM)
-            try:
-                raw.bind(endpoint)
-            except zmq.ZMQError as exc:
-                raise zmq.ZMQError(exc.errno, f"cannot bind gossip to {endpoint!r}: {exc}") from exc
+            sock = socket(zmq.ROUTER, "bind", endpoint)
             service._servers.append(sock)
-            service.endpoints.append(raw.getsockopt_string(zmq.LAST_ENDPOINT))
+            service.endpoints.append(sock.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
         for endpoint in connect:
-            raw = context().socket(zmq.DEALER)
-            sock = ZSocket(raw)
-            sockets.append(sock)
-            raw.setsockopt(zmq.SNDHWM, _HWM)
-            try:
-                raw.connect(endpoint)
-            except zmq.ZMQError as exc:
-                raise zmq.ZMQError(
-                    exc.errno, f"cannot connect gossip to {endpoint!r}: {exc}"
-                ) from exc
-            service._remotes[endpoint] = sock
+            service._remotes[endpoint] = socket(zmq.DEALER, "connect", endpoint)
         with unwrap_single_exception_group():
             async with trio.open_nursery() as nursery:
                 for index, sock in enumerate(service._servers):

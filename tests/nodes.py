@@ -92,7 +92,30 @@ async def wait_for_peers(node: trizre.Node, events: trizre.EventStream, count: i
         await next_event(events, trizre.Enter)
 
 
-class RawPeer:
+class _Scripted:
+    """What both hand-driven peers share: their sequence numbers and their HELLO."""
+
+    endpoint: str
+    seq: int
+
+    async def send(self, message: wire.Message) -> None:
+        raise NotImplementedError
+
+    def next_seq(self) -> int:
+        self.seq = (self.seq + 1) & 0xFFFF
+        return self.seq
+
+    async def hello(
+        self,
+        name: str = "raw",
+        groups: tuple[str, ...] = (),
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.seq = 0
+        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, headers))
+
+
+class RawPeer(_Scripted):
     """A hand-driven ZRE peer: a ROUTER it never answers from, a DEALER to the node.
 
     It lets a test send exactly the bytes it wants, with the sequence
@@ -111,19 +134,6 @@ class RawPeer:
 
     async def send_frames(self, frames: list[bytes]) -> None:
         await self.outbox.send(frames)
-
-    def next_seq(self) -> int:
-        self.seq = (self.seq + 1) & 0xFFFF
-        return self.seq
-
-    async def hello(
-        self,
-        name: str = "raw",
-        groups: tuple[str, ...] = (),
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        self.seq = 0
-        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, headers))
 
     async def receive(self) -> wire.Message:
         """The next message the node sent us (identity frame stripped)."""
@@ -164,7 +174,7 @@ async def raw_peer(
         peer.outbox.close()
 
 
-class MemoryRawPeer:
+class MemoryRawPeer(_Scripted):
     """A hand-driven ZRE peer in the node's own Trio run, over an in-memory link.
 
     Nothing touches a socket, so a test can run it under ``autojump_clock``
@@ -181,21 +191,8 @@ class MemoryRawPeer:
         self.link = LocalLink(target, b"\x01" + self.uuid.bytes, 1000)
         self.seq = 0
 
-    def next_seq(self) -> int:
-        self.seq = (self.seq + 1) & 0xFFFF
-        return self.seq
-
     async def send(self, message: wire.Message) -> None:
         await self.link.send(wire.encode(message))
-
-    async def hello(
-        self,
-        name: str = "raw",
-        groups: tuple[str, ...] = (),
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        self.seq = 0
-        await self.send(wire.Hello(self.next_seq(), self.endpoint, groups, 0, name, headers))
 
     async def receive(self) -> wire.Message:
         """The next message the node sent us (identity frame stripped)."""

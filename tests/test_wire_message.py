@@ -31,8 +31,10 @@ from trizre.wire import (
     Whisper,
     WireError,
     decode,
+    election_body,
     encode,
     encode_whisper,
+    parse_election_body,
     whisper_sequence,
 )
 
@@ -651,3 +653,24 @@ def test_whisper_sequence_never_raises_and_never_claims_garbage(head: bytes) -> 
     seq = whisper_sequence(head, 2)
     if seq is not None:
         assert decode([head], version=2) == Whisper(seq, ())
+
+
+# ------------------------------------------------------- election bodies
+
+
+def test_an_election_body_is_two_zre_strings_as_zyre_writes_them() -> None:
+    body = election_body("G", "0123456789ABCDEF0123456789ABCDEF")
+    assert body == b"\x01G\x20" + b"0123456789ABCDEF0123456789ABCDEF"
+    assert parse_election_body(body) == ("G", "0123456789ABCDEF0123456789ABCDEF")
+    assert parse_election_body(election_body("g", "")) == ("g", "")
+
+
+@pytest.mark.parametrize("body", [b"", b"\x01G", b"\x05G", b"\x01G\x01x!", b"\x01\xffG\x00"])
+def test_an_election_body_that_is_not_two_strings_is_a_decode_error(body: bytes) -> None:
+    with pytest.raises(DecodeError):
+        parse_election_body(body)
+
+
+def test_an_election_string_over_255_bytes_is_an_encode_error() -> None:
+    with pytest.raises(EncodeError):
+        election_body("g" * 256, "x")

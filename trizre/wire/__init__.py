@@ -47,8 +47,10 @@ from ._message import (
     Shout,
     Whisper,
     decode,
+    election_body,
     encode,
     encode_whisper,
+    parse_election_body,
     whisper_sequence,
 )
 from ._sequence import (
@@ -93,8 +95,10 @@ __all__ = [
     "Shout",
     "Whisper",
     "decode",
+    "election_body",
     "encode",
     "encode_whisper",
+    "parse_election_body",
     "whisper_sequence",
     # errors
     "DecodeError",

@@ -626,6 +626,30 @@ def _decode_leader(head: bytes, frames: Sequence[bytes], version: int, sequence:
     return Leader(sequence, head[_HEADER_SIZE:], version=version)
 
 
+def election_body(group: str, candidate: str) -> bytes:
+    """The body of an ELECT or LEADER as zyre sends it: ``group`` then the candidate's id.
+
+    Both are ZRE ``string``s; zyre's ids are UUIDs as 32 upper-case hex
+    digits, which is how candidates compare.  Raises :class:`EncodeError`
+    for a string over 255 UTF-8 bytes.
+    """
+    out = bytearray()
+    _put_string(out, group, "election group")
+    _put_string(out, candidate, "election candidate")
+    return bytes(out)
+
+
+def parse_election_body(body: bytes) -> tuple[str, str]:
+    """``(group, candidate)`` from an ELECT's or LEADER's body (see :func:`election_body`).
+
+    Raises :class:`DecodeError` when it is not exactly two ZRE strings.
+    """
+    group, pos = _read_string(body, 0, "election group")
+    candidate, pos = _read_string(body, pos, "election candidate")
+    _expect_end(body, pos, "ELECT/LEADER")
+    return group, candidate
+
+
 def _decode_goodbye(head: bytes, frames: Sequence[bytes], version: int, sequence: int) -> Goodbye:
     _expect_end(head, _HEADER_SIZE, "GOODBYE")
     return Goodbye(sequence, version=version)

@@ -25,7 +25,8 @@ lint: $(STAMP)
 # The suite as users get it (nodes of one process linked in memory), then
 # the node and pattern tests again with every link over TCP, as between
 # processes: both paths stay covered.
-TCP_TESTS := tests/test_node.py tests/test_trace.py tests/test_lazy_pirate.py \
+TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py \
+	tests/test_lazy_pirate.py \
 	tests/test_services.py tests/test_bstar.py
 
 pytest: $(STAMP) java zyre

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trizre import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, wire
-from trizre._peer import PeerProtocol, hello_from_stranger
+from trizre._peer import Ballot, PeerProtocol, hello_from_stranger
 from trizre._trace import ExitReason
 
 PEER = uuid.UUID("0123456789abcdef0123456789abcdef")
@@ -220,13 +220,29 @@ def test_ping_is_answered_with_ping_ok_numbered_next() -> None:
 
 
 @pytest.mark.parametrize(
-    "message", [wire.PingOk(2), wire.Elect(2, b"\x03abc"), wire.Leader(2, b"\x03abc")]
+    "message",
+    [
+        wire.PingOk(2),
+        # Not zyre's (group, candidate): counted, skipped, as an unknown command.
+        wire.Elect(2, b"\x03abc"),
+        wire.Leader(2, b"\x03abc" + b"\x01x" + b"!"),
+    ],
 )
-def test_ping_ok_elect_and_leader_only_prove_the_peer_alive(message: wire.Message) -> None:
+def test_ping_ok_and_unreadable_ballots_only_prove_the_peer_alive(message: wire.Message) -> None:
     peer = entered()
     assert peer.receive(frames_of(message), 9.0) == ()
     assert peer.in_seq == 2 and peer.ended is None
     assert peer.presence.last_heard == 9.0
+
+
+@pytest.mark.parametrize(("kind", "leader"), [(wire.Elect, False), (wire.Leader, True)])
+def test_elect_and_leader_come_out_as_ballots(kind: type[wire.Elect], leader: bool) -> None:
+    peer = entered()
+    body = wire.election_body("g", "0123456789ABCDEF0123456789ABCDEF")
+    assert peer.receive(frames_of(kind(2, body)), 9.0) == (
+        Ballot("g", "0123456789ABCDEF0123456789ABCDEF", leader),
+    )
+    assert peer.in_seq == 2 and peer.presence.last_heard == 9.0
 
 
 def test_goodbye_ends_the_peer() -> None:

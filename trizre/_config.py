@@ -109,6 +109,7 @@ class NodeConfig:
     evasive_timeout: float = attrs.field(default=5.0, validator=_seconds)
     expired_timeout: float = attrs.field(default=30.0, validator=_seconds)
     handshake_timeout: float = attrs.field(default=5.0, validator=_seconds)
+    election_timeout: float = attrs.field(default=5.0, validator=_seconds)
     max_pending_peers: int = attrs.field(default=256, validator=_int_in(1, 2**31 - 1))
     new_peers_per_source: float = attrs.field(default=20.0, validator=_positive("peers a second"))
     protocol_version: int = attrs.field(default=2)

@@ -14,6 +14,7 @@ __all__ = [
     "Evasive",
     "Exit",
     "Join",
+    "Leader",
     "Leave",
     "NodeError",
     "PeerDisconnected",
@@ -111,11 +112,26 @@ class Silent:
 
 @final
 @attrs.frozen
+class Leader:
+    """``peer`` now leads ``group`` (our own UUID when we won its election).
+
+    zyre's LEADER event. Every member of the group reports it, whether it
+    contests (:meth:`Node.contest <trizre.Node.contest>`) or not, when an
+    election ends with a leader other than the one it last reported.
+    """
+
+    peer: uuid.UUID
+    name: str
+    group: str
+
+
+@final
+@attrs.frozen
 class Stop:
     """The node stopped; it is the last event of every subscription."""
 
 
-Event: TypeAlias = Enter | Exit | Join | Leave | Whisper | Shout | Evasive | Silent | Stop
+Event: TypeAlias = Enter | Exit | Join | Leave | Whisper | Shout | Evasive | Silent | Leader | Stop
 
 
 class NodeError(Exception):

@@ -50,12 +50,14 @@ from ._curve import (
     z85,
 )
 from ._discovery import Discovery, SourceThrottle, open_beacon_hub, open_memory_discovery
+from ._election import Elected, ElectionAction, Elections, SendElect
 from ._events import (
     Enter,
     Evasive,
     Event,
     Exit,
     Join,
+    Leader,
     Leave,
     PeerDisconnected,
     Shout,
@@ -80,7 +82,7 @@ from ._links import (
     register,
     unregister,
 )
-from ._peer import PeerEvent, PeerProtocol, hello_from_stranger, node_id
+from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
 from ._util import release_freed_memory, unwrap_single_exception_group
@@ -153,6 +155,7 @@ class Node:
         self._logged: dict[str, float] = {}  # what _log_rarely said, and when
         self._curve = config.curve
         self._gossip: GossipService | None = None
+        self._elections = Elections(self._uuid, timeout=config.election_timeout)
         # The ZAP handler tells this node's inbox from others' by it.
         self._zap_id = b"trizre-zap-" + self._uuid.bytes
         self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
@@ -433,6 +436,12 @@ class Node:
         for peer in list(self._peers.values()):
             peer.protocol.queue(message)
             peer.flush()
+        if joining:
+            # Our JOIN is queued first: members see it before our ELECT.
+            now = trio.current_time()
+            await self._elect(self._elections.start(group, self._members(group), now))
+        else:
+            self._elections.forget(group)
 
     async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""
@@ -634,6 +643,92 @@ class Node:
             if (tracer := self._tracer) is not None:
                 tracer.record(kinds.EXIT, peer=peer.hex, peer_name=name, reason=reason)
             await self._publish(Exit(peer.uuid, name))
+            for group in sorted(peer.protocol.groups & self._groups):
+                await self._member_left(group, peer)
+
+    # ----------------------------------------------------------- elections
+
+    async def contest(self, group: str) -> None:
+        """Stand in ``group``'s leader elections, as zyre's ``set_contest_in_group``.
+
+        Elections are zyre's (ELECT and LEADER on the wire, interoperable
+        with it; ``docs/elections.md``): one runs whenever the group's
+        membership changes, the contester with the lowest UUID wins, and
+        every member of the group, contesting or not, reports a
+        :class:`~trizre.Leader` event when the leader changes.  Call it
+        before or after joining: in the group already, with peers, an
+        election starts now.  There is no way back (zyre has none).
+
+        Cancellation: either done or not; nothing half-done.  Bad input: a
+        group name that is empty, too long or not a ``str`` raises
+        ``ValueError`` or ``TypeError``, as :meth:`join`; after the node
+        stopped, ``trio.ClosedResourceError``.
+        """
+        _check_group(group)
+        self._check_open()
+        await trio.lowlevel.checkpoint()
+        self._elections.contest(group)
+        members = self._members(group)
+        if group in self._groups and members:
+            await self._elect(self._elections.start(group, members, trio.current_time()))
+
+    def leader(self, group: str) -> UUID | None:
+        """The leader last elected in ``group`` (our own UUID if we won), or ``None``.
+
+        ``None`` before any election ended here, after the leader left
+        (until the next one ends), and after we left the group.  It stays
+        the last leader while a new election runs.  Bad input as
+        :meth:`join`; after the node stopped, ``trio.ClosedResourceError``.
+        """
+        _check_group(group)
+        self._check_open()
+        found = self._elections.leaders.get(group)
+        return None if found is None else UUID(hex=found)
+
+    def _members(self, group: str) -> list[UUID]:
+        return [
+            p.uuid for p in self._peers.values() if p.protocol.ready and group in p.protocol.groups
+        ]
+
+    async def _member_left(self, group: str, peer: PeerSession) -> None:
+        members = self._members(group)
+        actions = self._elections.member_left(group, peer.uuid, members, trio.current_time())
+        await self._elect(actions)
+
+    async def _ballot(self, peer: PeerSession, ballot: Ballot) -> None:
+        members = self._members(ballot.group)
+        if ballot.leader:
+            actions = self._elections.leader(
+                peer.uuid, ballot.group, ballot.candidate, members, trio.current_time()
+            )
+        else:
+            actions = self._elections.elect(
+                peer.uuid, ballot.group, ballot.candidate, members, trio.current_time()
+            )
+        await self._elect(actions)
+
+    async def _elect(self, actions: Sequence[ElectionAction]) -> None:
+        """Send what the elections ask, report what they decided."""
+        if actions:
+            self._presence_wakeup.set()  # an election may have begun: its deadline
+        for action in actions:
+            if isinstance(action, Elected):
+                winner = UUID(hex=action.leader)
+                if winner == self._uuid:
+                    await self._publish(Leader(winner, self._name, action.group))
+                elif (found := self._peers.get(winner)) is not None and found.protocol.ready:
+                    await self._publish(Leader(winner, found.protocol.name, action.group))
+                continue
+            if isinstance(action, SendElect):
+                body = wire.election_body(action.group, action.candidate)
+                message: wire.Message = wire.Elect(0, body, version=self._version)
+            else:
+                body = wire.election_body(action.group, action.leader)
+                message = wire.Leader(0, body, version=self._version)
+            for target in action.to:
+                if (member := self._peers.get(target)) is not None:
+                    member.protocol.queue(message)
+                    member.flush()
 
     # ------------------------------------------------------------- inbound
 
@@ -696,7 +791,16 @@ class Node:
             self._settle(peer)
             self._peers_changed.set()  # for wait_for_peer
         for event in events:
+            if isinstance(event, Ballot):
+                await self._ballot(peer, event)
+                continue
             await self._publish_from(peer, event)
+            if type(event) is Join and event.group in self._groups:
+                members = self._members(event.group)
+                now = trio.current_time()
+                await self._elect(self._elections.start(event.group, members, now))
+            elif type(event) is Leave and event.group in self._groups:
+                await self._member_left(event.group, peer)
         if protocol.has_queued:
             peer.flush()  # a PING-OK
         if protocol.ended is not None:
@@ -706,12 +810,12 @@ class Node:
 
     # -------------------------------------------------------------- events
 
-    async def _publish_from(self, peer: PeerSession, event: PeerEvent) -> None:
+    async def _publish_from(self, peer: PeerSession, event: Published) -> None:
         if self._tracer is not None:
             self._trace(peer, event)
         await self._publish(event)
 
-    def _trace(self, peer: PeerSession, event: PeerEvent) -> None:
+    def _trace(self, peer: PeerSession, event: Published) -> None:
         tracer = self._tracer
         assert tracer is not None
         if isinstance(event, Whisper):
@@ -758,8 +862,12 @@ class Node:
                 self._trim_at = math.inf
                 if not self._unready:  # else a new crowd: its end will trim
                     release_freed_memory()
+            if now >= self._elections.deadline():
+                await self._elect(self._elections.poll(now, self._members))
             # In-process peers that read are skipped below: look again then.
-            deadline = min(now + self._config.evasive_timeout, self._trim_at)
+            deadline = min(
+                now + self._config.evasive_timeout, self._trim_at, self._elections.deadline()
+            )
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
                 if protocol.has_queued:
@@ -1092,6 +1200,7 @@ async def open_node(
     evasive_timeout: float = 5.0,
     expired_timeout: float = 30.0,
     handshake_timeout: float = 5.0,
+    election_timeout: float = 5.0,
     max_pending_peers: int = 256,
     new_peers_per_source: float = 20.0,
     protocol_version: int = 2,
@@ -1132,6 +1241,9 @@ async def open_node(
             HELLO this long after we linked to it is dropped, with its
             socket (anyone can forge a beacon); it comes back with its next
             beacon if it is real.
+        election_timeout: how long an election may run before this node
+            ends it (``docs/elections.md``): a contester whose wave is
+            lowest declares it won, as it must when a zyre peer miscounts.
         max_pending_peers: at most this many peers without HELLO hold a TCP
             socket; beyond that the oldest is dropped (a warning is logged,
             at most every 10 s).
@@ -1227,6 +1339,7 @@ async def open_node(
         evasive_timeout=evasive_timeout,
         expired_timeout=expired_timeout,
         handshake_timeout=handshake_timeout,
+        election_timeout=election_timeout,
         max_pending_peers=max_pending_peers,
         new_peers_per_source=new_peers_per_source,
         protocol_version=protocol_version,

@@ -26,7 +26,9 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   count); a command id we do not know counts its number and is skipped; a
   message with the ZRE signature that does not decode ends the peer
   (:attr:`ExitReason.MALFORMED`); bytes without the signature are ignored.
-  ELECT, LEADER and PING-OK only prove the peer is alive.
+  PING-OK only proves the peer is alive; ELECT and LEADER (zyre's
+  election) come out as :class:`Ballot` for the node's elections, and one
+  whose body is not zyre's (group, candidate) is counted and skipped.
 * Presence: in-sequence traffic proves the peer alive; :meth:`poll` turns
   silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
   events and, at ``expired``, :attr:`ExitReason.EXPIRED`
@@ -58,10 +60,35 @@ from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
 from ._presence import Liveness, Presence, PresenceAction
 from ._trace import ExitReason
 
-__all__ = ["PUBLIC_KEY_HEADER", "PeerEvent", "PeerProtocol", "hello_from_stranger", "route"]
+__all__ = [
+    "PUBLIC_KEY_HEADER",
+    "Ballot",
+    "PeerEvent",
+    "PeerProtocol",
+    "Published",
+    "hello_from_stranger",
+    "route",
+]
 
-PeerEvent: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
-"""What a peer's protocol reports; the node publishes these to subscribers."""
+
+@final
+@attrs.frozen
+class Ballot:
+    """An ELECT (``leader=False``) or LEADER (``leader=True``) for ``group``, naming ``candidate``.
+
+    Not published: the node hands it to its elections (:mod:`trizre._election`).
+    """
+
+    group: str
+    candidate: str
+    leader: bool
+
+
+Published: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
+"""What a peer's protocol reports that the node publishes to subscribers."""
+
+PeerEvent: TypeAlias = Published | Ballot
+"""What a peer's protocol reports: published events, and ballots for the elections."""
 
 _NO_GROUPS: Final[frozenset[str]] = frozenset()
 _NOTHING: Final[tuple[PeerEvent, ...]] = ()
@@ -315,7 +342,13 @@ class PeerProtocol:
             self.queue(wire.PingOk(0, version=self.version))
         elif isinstance(message, wire.Goodbye):
             self._end(ExitReason.GOODBYE)
-        # PING-OK, ELECT and LEADER: the traffic itself was the point.
+        elif isinstance(message, wire.Elect | wire.Leader):
+            try:
+                group, candidate = wire.parse_election_body(message.body)
+            except wire.DecodeError:
+                return _NOTHING  # counted, not understood: as an unknown command
+            return (Ballot(group, candidate, isinstance(message, wire.Leader)),)
+        # PING-OK: the traffic itself was the point.
         return _NOTHING
 
     def _in_sequence(self, seq: int, now: float) -> bool:
@@ -373,7 +406,7 @@ class PeerProtocol:
             return self.presence.deadline()
         return min(self.presence.deadline(), self._handshake_by)
 
-    def poll(self, now: float) -> Sequence[PeerEvent]:
+    def poll(self, now: float) -> Sequence[Published]:
         """Apply the presence clock at ``now``: queue PINGs, return Evasive/Silent.
 
         Sets :attr:`ended` to :attr:`ExitReason.EXPIRED` when the peer has
@@ -385,7 +418,7 @@ class PeerProtocol:
         if not self.ready and now >= self._handshake_by:
             self._end(ExitReason.HANDSHAKE)
             return []
-        events: list[PeerEvent] = []
+        events: list[Published] = []
         while (action := self.presence.poll(now)) is not None:
             if action is PresenceAction.EXPIRED:
                 self._end(ExitReason.EXPIRED)

@@ -42,7 +42,7 @@ def describe(event: Any) -> dict[str, Any]:
     if isinstance(event, trizre.Enter):
         out["headers"] = dict(event.headers)
         out["endpoint"] = event.endpoint
-    if isinstance(event, trizre.Join | trizre.Leave | trizre.Shout):
+    if isinstance(event, trizre.Join | trizre.Leave | trizre.Shout | trizre.Leader):
         out["group"] = event.group
     if isinstance(event, trizre.Whisper | trizre.Shout):
         out["frames"] = frames_to_json(event.frames)
@@ -107,6 +107,8 @@ async def run(args: argparse.Namespace) -> int:
             endpoint=node.endpoint,
             public_key=key,
         )
+        for group in args.contest:
+            await node.contest(group)
         for group in args.group:
             await node.join(group)
 
@@ -173,6 +175,7 @@ def main() -> int:
         "a Z85 key may begin with '-')",
     )
     parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
+    parser.add_argument("--contest", action="append", default=[], help="stand in elections")
     parser.add_argument("--ipv6", action="store_true", help="beacon to ff02::1 (IPv6)")
     parser.add_argument("--endpoint", default=None, help="gossip mode: the inbox endpoint")
     parser.add_argument("--gossip-bind", default=None, help="gossip mode: serve gossip here")

@@ -41,6 +41,9 @@ class Rules(Protocol):
     def start(
         self, group: str, members: Collection[uuid.UUID], now: float
     ) -> list[ElectionAction]: ...
+    def member_joined(
+        self, group: str, peer: uuid.UUID, members: Collection[uuid.UUID], now: float
+    ) -> list[ElectionAction]: ...
     def member_left(
         self, group: str, peer: uuid.UUID, members: Collection[uuid.UUID], now: float
     ) -> list[ElectionAction]: ...
@@ -84,8 +87,13 @@ class ZyreRules:
     def _new(self, caw: str | None) -> dict[str, Any]:
         return {"caw": caw, "father": None, "erec": 0, "lrec": 0, "leader": None}
 
+    def member_joined(
+        self, group: str, peer: uuid.UUID, members: Collection[uuid.UUID], now: float
+    ) -> list[ElectionAction]:
+        # A HELLO listing the group, or a JOIN while we are in it: a new wave.
+        return self.start(group, members, now)
+
     def start(self, group: str, members: Collection[uuid.UUID], now: float) -> list[ElectionAction]:
-        # A HELLO listing the group, or a JOIN while we are in it.
         if not self.contests:
             return []
         self.election = self._new(self.me)
@@ -187,6 +195,7 @@ class Network:
         self.beacons: list[tuple[uuid.UUID, uuid.UUID]] = []  # (hearer, heard)
         self.left: list[tuple[uuid.UUID, uuid.UUID]] = []  # (told, gone)
         self.elected: dict[uuid.UUID, list[str]] = {u: [] for u in self.ids}
+        self.elected_at: dict[uuid.UUID, float] = {}  # when each last reported a leader
 
     # ------------------------------------------------------------ plumbing
 
@@ -197,6 +206,7 @@ class Network:
         for action in actions:
             if isinstance(action, Elected):
                 self.elected[at].append(action.leader)
+                self.elected_at[at] = self.now
                 continue
             if isinstance(action, SendElect):
                 item = ("elect", action.candidate)
@@ -216,7 +226,7 @@ class Network:
         if kind == "hello":
             self._send_hello(dst, src)  # the HELLO back, on our own link
             self.members[dst].add(src)
-            self._act(dst, rules.start(GROUP, self._members(dst), self.now))
+            self._act(dst, rules.member_joined(GROUP, src, self._members(dst), self.now))
         elif src not in self.members[dst]:
             return  # from a peer we do not know (yet): dropped, as a node does
         elif kind == "elect":

@@ -798,7 +798,8 @@ class Node:
             if type(event) is Join and event.group in self._groups:
                 members = self._members(event.group)
                 now = trio.current_time()
-                await self._elect(self._elections.start(event.group, members, now))
+                actions = self._elections.member_joined(event.group, peer.uuid, members, now)
+                await self._elect(actions)
             elif type(event) is Leave and event.group in self._groups:
                 await self._member_left(event.group, peer)
         if protocol.has_queued:

@@ -54,7 +54,7 @@ zyre:
 demo: $(STAMP)
 	$(BIN)/python examples/bstar_pair.py
 
-bench: $(STAMP)
+bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_codec.py
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \
@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
 	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
 		--json benchmarks/results/forged_beacons_60s.json
+	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \
 		--json benchmarks/results/hostile_peer_60s.json
 

@@ -137,3 +137,19 @@ def test_bstar_pair_roles_in_separate_processes() -> None:
         for proc in servers:
             proc.kill()
             proc.wait()
+
+
+def test_leaders_example_elects_and_elects_again() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "leaders.py"), "--port", str(free_udp_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("all three agree: ") and " leads (the lowest UUID" in lines[0]
+    first = lines[0].removeprefix("all three agree: ").split()[0]
+    assert lines[1] == f"{first} leaves workers"
+    assert " agree: " in lines[2] and lines[2].endswith(" leads now")
+    assert first not in lines[2]

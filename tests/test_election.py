@@ -461,3 +461,19 @@ def test_a_wave_whose_origin_leaves_is_dropped_and_a_contester_starts_its_own() 
     ]
     assert bystander.member_left(GROUP, gone, [me], 0.1) == []
     assert not bystander.running(GROUP)  # free to take up the contester's wave
+
+
+def test_waves_set_aside_keep_one_wave_and_each_sender_once() -> None:
+    """A peer repeating ELECTs while a leader stands cannot make the node keep more."""
+    old, low, me, *others = ordered(40)
+    elections = Elections(me)
+    elections.leaders[GROUP] = node_id(old)
+    members = [old, low, *others]
+    for peer in others:  # higher waves, each from its origin, twice
+        for _ in range(2):
+            assert elections.elect(peer, GROUP, node_id(peer), members, 0.0) == []
+    elections.elect(low, GROUP, node_id(low), members, 0.0)
+    elections.elect(others[0], GROUP, node_id(low), members, 0.0)
+    elections.elect(others[0], GROUP, node_id(low), members, 0.0)
+    candidate, senders = elections._ignored[GROUP]
+    assert candidate == node_id(low) and list(senders) == [low, others[0]]

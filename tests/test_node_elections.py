@@ -138,6 +138,10 @@ async def test_ballots_that_name_no_node_change_nothing(
                     body = wire.election_body(GROUP, bogus)
                     await raw.send(wire.Elect(raw.next_seq(), body))
                     await raw.send(wire.Leader(raw.next_seq(), body))
+                # A ballot for a group we are not in keeps no state (a peer could name many).
+                body = wire.election_body("not ours", node_id(raw.uuid))
+                await raw.send(wire.Elect(raw.next_seq(), body))
                 await trio.sleep(1)  # virtual: everything sent has been read
                 assert node.peers() == [raw.uuid]  # the peer is still there
                 assert node.leader(GROUP) is None  # and nothing was decided
+                assert not node._elections._runs

@@ -172,7 +172,8 @@ class Elections:
         self._repairs: dict[str, int] = {}  # group -> repairs since its membership changed
         self._reruns: dict[str, float] = {}  # group -> when to rerun its leader's wave
         self._contenders: dict[str, set[str]] = {}  # group -> ids whose own ELECT came
-        self._ignored: dict[str, dict[str, list[UUID]]] = {}  # group -> ignored ELECTs
+        # group -> the lowest wave set aside while a leader stood, and its senders
+        self._ignored: dict[str, tuple[str, dict[UUID, None]]] = {}
 
     def running(self, group: str) -> bool:
         """True while an election in ``group`` is under way here and undecided."""
@@ -292,6 +293,7 @@ class Elections:
     ) -> list[ElectionAction]:
         """``peer`` left ``group`` or the network; ``members`` are the ones that remain."""
         self._repairs.pop(group, None)
+        self._contenders.get(group, set()).discard(node_id(peer))
         leader_left = self.leaders.get(group) == node_id(peer)
         if leader_left:
             del self.leaders[group]
@@ -309,11 +311,10 @@ class Elections:
             actions = self._check(group, run, members, now)
         if leader_left:
             # Waves we ignored while it stood (its exit reached us late) can win now.
-            ignored = self._ignored.pop(group, {})
-            for candidate, senders in sorted(ignored.items()):
-                for sender in senders:
-                    if sender in members:
-                        actions += self.elect(sender, group, candidate, members, now)
+            candidate, senders = self._ignored.pop(group, ("", {}))
+            for sender in senders:
+                if sender in members:
+                    actions += self.elect(sender, group, candidate, members, now)
         return actions
 
     def forget(self, group: str) -> None:
@@ -341,7 +342,7 @@ class Elections:
             floor = self._standing(group, members)
             if floor is not None and floor < candidate and floor != self.me:
                 # A lower leader stands: this wave cannot win, unless it leaves.
-                self._ignored.setdefault(group, {}).setdefault(candidate, []).append(peer)
+                self._set_aside(group, candidate, peer)
                 return actions
             if group in self.contested and self.me < candidate:
                 return self.start(group, members, now)  # we are the better challenger
@@ -475,6 +476,14 @@ class Elections:
         run.passed_leader = True
         run.due = now + 2 * self.timeout
 
+    def _set_aside(self, group: str, candidate: str, peer: UUID) -> None:
+        """Keep the lowest wave ignored while a leader stood: one wave, each sender once."""
+        kept = self._ignored.get(group)
+        if kept is None or candidate < kept[0]:
+            self._ignored[group] = (candidate, {peer: None})
+        elif candidate == kept[0]:
+            kept[1][peer] = None
+
     def _standing(self, group: str, members: Collection[UUID]) -> str | None:
         """The leader we know in ``group``, if it is still there."""
         leader = self.leaders.get(group)
@@ -484,6 +493,7 @@ class Elections:
 
     def _decide(self, group: str, leader: str) -> list[ElectionAction]:
         """``leader`` leads ``group``: report it if that is news."""
+        self._ignored.pop(group, None)  # waves set aside lost this election
         if self.leaders.get(group) == leader:
             return []
         self.leaders[group] = leader

@@ -696,6 +696,8 @@ class Node:
         await self._elect(actions)
 
     async def _ballot(self, peer: PeerSession, ballot: Ballot) -> None:
+        if ballot.group not in self._groups:
+            return  # we left it (or never joined): not ours to elect, and no state kept
         members = self._members(ballot.group)
         if ballot.leader:
             actions = self._elections.leader(

@@ -53,7 +53,7 @@ def start(kind: str, name: str, ns: netns.Namespace, seconds: float) -> Agent:
 
 
 def agreed(agents: list[Agent], leader: Agent, since: float, patience: float) -> float | None:
-    """Seconds after ``since`` when the last of ``agents`` named ``leader``; None if one never did."""
+    """Seconds after ``since`` until every agent named ``leader``; None if one never did."""
     want = node_id(leader)
     last = since
     deadline = since + patience

@@ -144,4 +144,4 @@ async def test_ballots_that_name_no_node_change_nothing(
                 await trio.sleep(1)  # virtual: everything sent has been read
                 assert node.peers() == [raw.uuid]  # the peer is still there
                 assert node.leader(GROUP) is None  # and nothing was decided
-                assert not node._elections._runs
+                assert "not ours" not in node._elections._runs

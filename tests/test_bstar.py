@@ -88,7 +88,8 @@ async def test_passive_server_refuses_so_clients_move_on() -> None:
             async with (
                 trizre.open_node("c", beacon_port=port, **FAST) as cli,
                 # A client that believes the backup is the primary.
-                patterns.open_binary_star_client(cli, "b", "p", RetryPolicy(0.5, 4)) as client,
+                # Attempts of 30 s within fail_after(10): only moving on at once passes.
+                patterns.open_binary_star_client(cli, "b", "p", RetryPolicy(30.0, 4)) as client,
             ):
                 assert await client.request(b"x") == (b"ok:x",)
                 assert client.current == "p"  # refused by b, it moved on

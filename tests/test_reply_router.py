@@ -682,9 +682,14 @@ async def test_lazy_pirate_by_uuid_resends_at_once_when_the_server_goes_silent(
             assert await client.request(b"x") == (b"ok",)
 
 
-async def test_a_503_ends_the_attempt_and_the_next_one_starts_on_time(
+async def test_a_503_moves_on_at_once_and_a_second_one_running_waits_out_the_attempt(
     autojump_clock: trio.abc.Clock,
 ) -> None:
+    """A refusal (a passive Binary Star server) is not a silence: no attempt timeout is lost.
+
+    Refused twice running, the pair is between states: the client waits
+    out that attempt rather than spend its attempts in a burst.
+    """
     with trio.fail_after(5):
         node = StubNode()
         server = node.add("srv")
@@ -696,12 +701,17 @@ async def test_a_503_ends_the_attempt_and_the_next_one_starts_on_time(
                 await events.send(reply_event(server, request.request_id, 503))
                 _, again = await node.outbox.receive()
                 assert again == request
-                assert trio.current_time() - start == pytest.approx(1.0)
+                assert trio.current_time() - start == 0  # at once
+                await events.send(reply_event(server, request.request_id, 503))
+                _, third = await node.outbox.receive()
+                assert third == request
+                assert trio.current_time() - start == pytest.approx(1.0)  # waited out
                 await events.send(reply_event(server, request.request_id, 200, b"ok"))
 
             start = trio.current_time()
             nursery.start_soon(script)
             assert await client.request(b"x") == (b"ok",)
+        assert router.suspicion.get(server, 0) == 0  # refusing is not being stuck
 
 
 @pytest.mark.parametrize("status", [404, 500, 501, 418])

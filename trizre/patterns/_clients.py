@@ -116,6 +116,7 @@ async def _request(
             )
 
     try:
+        refused = False
         for attempt in range(policy.attempts):
             if attempt and tracer is not None:
                 tracer.record(
@@ -125,7 +126,7 @@ async def _request(
                     service=service,
                     attempt=attempt + 1,
                 )
-            refused = False
+            refused_before, refused = refused, False
             with trio.move_on_after(policy.attempt_timeout) as scope:
                 reply = await _attempt(
                     router,
@@ -136,10 +137,13 @@ async def _request(
                 )
                 while reply.status == proto.Status.UNAVAILABLE:
                     # Refused (a passive Binary Star server): not executed.
-                    # Wait out this attempt before trying again, but an
-                    # answer to an earlier attempt still counts if it comes.
                     refused = True
                     pending.reply = None
+                    if not refused_before and attempt + 1 < policy.attempts:
+                        scope.cancel()  # move on at once: the next attempt goes elsewhere
+                    # Refused twice running (the pair is between states), or
+                    # the last attempt: wait it out; an answer to an earlier
+                    # attempt still counts if it comes.
                     while pending.reply is None:
                         await pending.wait()
                     reply = pending.reply

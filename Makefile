@@ -64,6 +64,8 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
 		--json benchmarks/results/forged_beacons_60s.json
 	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
+	$(BIN)/python benchmarks/bench_services_load.py --json benchmarks/results/services_load.json
+	$(BIN)/python benchmarks/bench_services_load.py --kill --json benchmarks/results/services_load_kill.json
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \
 		--json benchmarks/results/hostile_peer_60s.json
 

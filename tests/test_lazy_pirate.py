@@ -52,7 +52,7 @@ async def test_no_server_means_abandoned_after_exact_attempts(
             assert "nobody" in str(caught.value)
 
 
-async def test_a_lost_attempt_is_retried_with_the_same_request_id() -> None:
+async def test_a_hung_handler_is_retried_after_the_hold_timeout_with_the_same_id() -> None:
     port = free_udp_port()
     seen: list[int] = []
 
@@ -67,7 +67,9 @@ async def test_a_lost_attempt_is_retried_with_the_same_request_id() -> None:
             trizre.open_node("srv", beacon_port=port, **FAST) as srv,
             trizre.open_node("cli", beacon_port=port, **FAST) as cli,
             patterns.open_server(srv, forgetful),
-            patterns.open_lazy_pirate_client(cli, "srv", RetryPolicy(0.3, 3)) as client,
+            patterns.open_lazy_pirate_client(
+                cli, "srv", RetryPolicy(0.3, 3, hold_timeout=0.3)
+            ) as client,
         ):
             start = trio.current_time()
             assert await client.request(b"q") == (b"second time lucky",)
@@ -75,7 +77,7 @@ async def test_a_lost_attempt_is_retried_with_the_same_request_id() -> None:
             assert len(seen) == 2 and seen[0] == seen[1]
 
 
-async def test_handler_errors_are_reported_not_retried() -> None:
+async def test_handler_errors_are_reported_not_retried(caplog: pytest.LogCaptureFixture) -> None:
     port = free_udp_port()
     calls = 0
 
@@ -94,8 +96,15 @@ async def test_handler_errors_are_reported_not_retried() -> None:
             with pytest.raises(patterns.RemoteError) as caught:
                 await client.request(b"q")
             assert caught.value.status == 500
-            assert caught.value.body == (b"KeyError",)
+            assert caught.value.body == (b"KeyError", b"'missing'")
+            error = caught.value
+            assert (error.error_type, error.error_message) == ("KeyError", "'missing'")
+            assert str(caught.value) == "status 500: KeyError: 'missing'"
             assert calls == 1
+            # The server logged the traceback, on the documented logger.
+            (record,) = [r for r in caplog.records if r.name == "trizre.patterns"]
+            assert record.levelname == "ERROR" and record.exc_info is not None
+            assert "raise KeyError" in caplog.text
             with pytest.raises(TypeError):
                 await client.request("not bytes")  # type: ignore[arg-type]
 

@@ -22,6 +22,7 @@ from trizre.patterns._protocol import (
     MAX_REQUEST_ID,
     TAG,
     VERSION,
+    Accepted,
     Command,
     PatternDecodeError,
     PatternMessage,
@@ -49,6 +50,8 @@ def _message(spec: dict[str, Any]) -> PatternMessage:
         return Reply(spec["request_id"], spec["status"], tuple(_frames(spec["body"])))
     if kind == "state":
         return State(spec["state"])
+    if kind == "accepted":
+        return Accepted(spec["request_id"])
     raise AssertionError(f"unknown message type in vectors: {kind!r}")
 
 
@@ -83,6 +86,8 @@ def test_vector_file_covers_the_brief() -> None:
     assert any(r.body == () for r in replies)
     assert any(len(r.body) > 1 for r in replies)
     assert {s.state for s in states} == {1, 2, 3, 4}
+    accepted = [m for m in messages if isinstance(m, Accepted)]
+    assert MAX_REQUEST_ID in {m.request_id for m in accepted}
     ids = {m.request_id for m in requests + replies}
     assert MAX_REQUEST_ID in ids
     assert 0 in ids
@@ -93,7 +98,7 @@ def test_vector_file_covers_the_brief() -> None:
 def test_constants_match_the_contract() -> None:
     assert TAG == b"TZRP" == bytes.fromhex("545a5250")
     assert VERSION == 1
-    assert (Command.REQUEST, Command.REPLY, Command.STATE) == (1, 2, 3)
+    assert (Command.REQUEST, Command.REPLY, Command.STATE, Command.ACCEPTED) == (1, 2, 3, 4)
     assert [int(s) for s in Status] == [200, 404, 500, 501, 503]
     assert MAX_REQUEST_ID == 2**64 - 1
 
@@ -173,6 +178,13 @@ def test_state_round_trip(state: int) -> None:
     frames = encode(State(state))
     assert frames == [bytes.fromhex("545a525001030000000000000000"), bytes([state])]
     assert decode(frames) == State(state)
+
+
+@given(request_ids)
+def test_accepted_round_trip(request_id: int) -> None:
+    frames = encode(Accepted(request_id))
+    assert frames == [b"TZRP\x01\x04" + request_id.to_bytes(8, "big")]
+    assert decode(frames) == Accepted(request_id)
 
 
 @given(st.text(min_size=1).filter(lambda s: len(s.encode()) <= 255))

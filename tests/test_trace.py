@@ -134,7 +134,8 @@ async def test_patterns_trace_both_ends_of_a_request(tmp_path: Path) -> None:
             trizre.open_node("w", beacon_port=port, trace_dir=tmp_path, **FAST) as w,
             patterns.open_server(w, slow, service="svc", reply_cache=patterns.ReplyCache()),
             trizre.open_node("c", beacon_port=port, trace_dir=tmp_path, **FAST) as c,
-            patterns.open_service_client(c, patterns.RetryPolicy(0.3, 3)) as client,
+            # hold_timeout: a held request is retried only with it.
+            patterns.open_service_client(c, patterns.RetryPolicy(0.3, 3, 0.3)) as client,
         ):
             await client.wait_for_service("svc")
             assert await client.request("svc", b"x") == (b"ok",)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import final
 from uuid import UUID
 
+import attrs
 import trio
 
 from .. import _trace as kinds
@@ -46,12 +48,18 @@ async def _attempt(
     message: list[bytes],
     target: Callable[[], UUID | None],
     sent: Callable[[UUID], None],
+    *,
+    timer: trio.CancelScope,
+    policy: RetryPolicy,
 ) -> proto.Reply:
     """Send ``message`` to a live target and wait for its reply.
 
     If the target exits or goes silent, or cannot be sent to, the request
     goes at once to whatever ``target()`` names next (waiting for one to
-    appear).  Only the caller's cancel scope ends an attempt.
+    appear).  Once the target says ACCEPTED it holds the request: ``timer``
+    (the attempt's scope) stops running (or runs ``policy.hold_timeout``)
+    until the target is lost, and then runs an attempt timeout from that
+    moment.  Only ``timer`` ends an attempt.
     """
     node = router.node
     while True:
@@ -71,10 +79,18 @@ async def _attempt(
             await trio.lowlevel.checkpoint()  # never spin without a checkpoint
         else:
             sent(peer)
+        held = False
         while pending.reply is None and not pending.lost:
+            if pending.accepted and not held:
+                # Held by a live worker: its silence counts, not the time it takes.
+                held = True
+                hold = policy.hold_timeout
+                timer.deadline = math.inf if hold is None else trio.current_time() + hold
             await pending.wait()
         if pending.reply is not None:
             return pending.reply
+        if held:
+            timer.deadline = trio.current_time() + policy.attempt_timeout  # lost: time again
 
 
 async def _request(
@@ -94,89 +110,92 @@ async def _request(
     any other non-200 status raises :class:`RemoteError` at once.
     """
     request_id = new_request_id()
-    # encode rejects frames that are not bytes (TypeError) before anything is sent
+    # encode rejects frames that are not bytes (TypeError) before anything waits
     message = proto.encode(proto.Request(request_id, service, tuple(frames)))
-    pending = router.open(request_id, service)
-    node = router.node
-    tracer = node.tracer
-    rid = f"{request_id:016x}"
-    started = trio.current_time()
+    async with router.in_flight:  # backpressure: at most max_in_flight at once
+        pending = router.open(request_id, service)
+        node = router.node
+        tracer = node.tracer
+        rid = f"{request_id:016x}"
+        started = trio.current_time()
 
-    def sent(attempt: int, peer: UUID) -> None:
-        if tracer is not None:
-            name = node.peer_name(peer) if peer in node.peers() else ""
-            tracer.record(
-                kinds.REQUEST_SENT,
-                rid=rid,
-                pattern=pattern,
-                service=service,
-                peer=peer,
-                peer_name=name,
-                attempt=attempt + 1,
-            )
-
-    try:
-        refused = False
-        for attempt in range(policy.attempts):
-            if attempt and tracer is not None:
+        def sent(attempt: int, peer: UUID) -> None:
+            if tracer is not None:
+                name = node.peer_name(peer) if peer in node.peers() else ""
                 tracer.record(
-                    kinds.REQUEST_RETRIED,
+                    kinds.REQUEST_SENT,
                     rid=rid,
                     pattern=pattern,
                     service=service,
+                    peer=peer,
+                    peer_name=name,
                     attempt=attempt + 1,
                 )
-            refused_before, refused = refused, False
-            with trio.move_on_after(policy.attempt_timeout) as scope:
-                reply = await _attempt(
-                    router,
-                    pending,
-                    message,
-                    functools.partial(target, attempt, pending),
-                    functools.partial(sent, attempt),
-                )
-                while reply.status == proto.Status.UNAVAILABLE:
-                    # Refused (a passive Binary Star server): not executed.
-                    refused = True
-                    pending.reply = None
-                    if not refused_before and attempt + 1 < policy.attempts:
-                        scope.cancel()  # move on at once: the next attempt goes elsewhere
-                    # Refused twice running (the pair is between states), or
-                    # the last attempt: wait it out; an answer to an earlier
-                    # attempt still counts if it comes.
-                    while pending.reply is None:
-                        await pending.wait()
-                    reply = pending.reply
-                if tracer is not None:
+
+        try:
+            refused = False
+            for attempt in range(policy.attempts):
+                if attempt and tracer is not None:
                     tracer.record(
-                        kinds.REQUEST_ANSWERED,
+                        kinds.REQUEST_RETRIED,
                         rid=rid,
                         pattern=pattern,
                         service=service,
-                        peer=pending.replied_by,
-                        status=reply.status,
-                        latency=round(trio.current_time() - started, 6),
                         attempt=attempt + 1,
                     )
-                if reply.status == proto.Status.OK:
-                    return reply.body
-                raise RemoteError(reply.status, reply.body)
-            if scope.cancelled_caught and not refused:
-                router.timed_out(pending)
-                log.debug(
-                    "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
+                refused_before, refused = refused, False
+                with trio.move_on_after(policy.attempt_timeout) as scope:
+                    reply = await _attempt(
+                        router,
+                        pending,
+                        message,
+                        functools.partial(target, attempt, pending),
+                        functools.partial(sent, attempt),
+                        timer=scope,
+                        policy=policy,
+                    )
+                    while reply.status == proto.Status.UNAVAILABLE:
+                        # Refused (a passive Binary Star server): not executed.
+                        refused = True
+                        pending.reply = None
+                        if not refused_before and attempt + 1 < policy.attempts:
+                            scope.cancel()  # move on at once: the next attempt goes elsewhere
+                        # Refused twice running (the pair is between states), or
+                        # the last attempt: wait it out; an answer to an earlier
+                        # attempt still counts if it comes.
+                        while pending.reply is None:
+                            await pending.wait()
+                        reply = pending.reply
+                    if tracer is not None:
+                        tracer.record(
+                            kinds.REQUEST_ANSWERED,
+                            rid=rid,
+                            pattern=pattern,
+                            service=service,
+                            peer=pending.replied_by,
+                            status=reply.status,
+                            latency=round(trio.current_time() - started, 6),
+                            attempt=attempt + 1,
+                        )
+                    if reply.status == proto.Status.OK:
+                        return reply.body
+                    raise RemoteError(reply.status, reply.body)
+                if scope.cancelled_caught and not refused:
+                    router.timed_out(pending)
+                    log.debug(
+                        "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
+                    )
+            if tracer is not None:
+                tracer.record(
+                    kinds.REQUEST_ABANDONED,
+                    rid=rid,
+                    pattern=pattern,
+                    service=service,
+                    attempt=policy.attempts,
                 )
-        if tracer is not None:
-            tracer.record(
-                kinds.REQUEST_ABANDONED,
-                rid=rid,
-                pattern=pattern,
-                service=service,
-                attempt=policy.attempts,
-            )
-        raise RequestAbandoned(request_id, policy.attempts, describe)
-    finally:
-        router.close(request_id)
+            raise RequestAbandoned(request_id, policy.attempts, describe)
+        finally:
+            router.close(request_id)
 
 
 # ----------------------------------------------------------------- Lazy Pirate
@@ -228,12 +247,21 @@ class LazyPirateClient:
 
 @asynccontextmanager
 async def open_lazy_pirate_client(
-    node: Node, server: str | UUID, policy: RetryPolicy | None = None
+    node: Node,
+    server: str | UUID,
+    policy: RetryPolicy | None = None,
+    *,
+    max_in_flight: int = 1000,
 ) -> AsyncIterator[LazyPirateClient]:
-    """A :class:`LazyPirateClient` for ``server``; it listens while the block runs."""
+    """A :class:`LazyPirateClient` for ``server``; it listens while the block runs.
+
+    ``max_in_flight`` (default 1000) bounds the requests in flight at
+    once; :meth:`request` calls beyond it wait for a place (backpressure),
+    and a value below 1 raises ``ValueError``.
+    """
     if not isinstance(server, str | UUID):
         raise TypeError(f"server is a peer name or UUID, got {type(server).__name__}")
-    async with open_reply_router(node) as router:
+    async with open_reply_router(node, max_in_flight) as router:
         yield LazyPirateClient(router, server, policy or RetryPolicy())
 
 
@@ -352,10 +380,15 @@ class ServiceClient:
 
 @asynccontextmanager
 async def open_service_client(
-    node: Node, policy: RetryPolicy | None = None
+    node: Node, policy: RetryPolicy | None = None, *, max_in_flight: int = 1000
 ) -> AsyncIterator[ServiceClient]:
-    """A :class:`ServiceClient`; it listens for replies while the block runs."""
-    async with open_reply_router(node) as router:
+    """A :class:`ServiceClient`; it listens for replies while the block runs.
+
+    ``max_in_flight`` (default 1000) bounds the requests in flight at
+    once; :meth:`request` calls beyond it wait for a place (backpressure),
+    and a value below 1 raises ``ValueError``.
+    """
+    async with open_reply_router(node, max_in_flight) as router:
         yield ServiceClient(router, policy or RetryPolicy())
 
 
@@ -422,14 +455,32 @@ class BinaryStarClient:
 
 @asynccontextmanager
 async def open_binary_star_client(
-    node: Node, primary: str, backup: str, policy: RetryPolicy | None = None
+    node: Node,
+    primary: str,
+    backup: str,
+    policy: RetryPolicy | None = None,
+    *,
+    max_in_flight: int = 1000,
 ) -> AsyncIterator[BinaryStarClient]:
     """A :class:`BinaryStarClient` for the pair; it listens while the block runs.
 
     The default policy gives each attempt 2.5 s (longer than the default
-    2 s failover) and 10 attempts, so a failover is ridden out.
+    2 s failover) and 10 attempts, so a failover is ridden out.  A request
+    the server has accepted is retried after ``attempt_timeout`` too,
+    unless the policy sets its own ``hold_timeout``: only the active
+    server runs requests (the passive one refuses, 503), so that retry
+    cannot run a request twice, and a primary killed while holding
+    requests costs one attempt, not the two ``evasive_timeout`` it takes
+    to look silent.
+
+    ``max_in_flight`` (default 1000) bounds the requests in flight at
+    once; :meth:`request` calls beyond it wait for a place (backpressure),
+    and a value below 1 raises ``ValueError``.
     """
     if primary == backup:
         raise ValueError("the two servers of a Binary Star pair need different names")
-    async with open_reply_router(node) as router:
-        yield BinaryStarClient(router, primary, backup, policy or RetryPolicy(attempts=10))
+    async with open_reply_router(node, max_in_flight) as router:
+        policy = policy or RetryPolicy(attempts=10)
+        if policy.hold_timeout is None:
+            policy = attrs.evolve(policy, hold_timeout=policy.attempt_timeout)
+        yield BinaryStarClient(router, primary, backup, policy)

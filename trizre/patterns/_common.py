@@ -53,13 +53,25 @@ class RequestAbandoned(PatternError):
 
 
 class RemoteError(PatternError):
-    """The server answered with an error status (not retried: it would fail again)."""
+    """The server answered with an error status (not retried: it would fail again).
+
+    ``status`` and ``body`` are the reply's.  For a 500 from a trizre
+    server, ``error_type`` and ``error_message`` are the handler's
+    exception type name and message (``None`` when the server hides them,
+    or for other statuses).
+    """
 
     def __init__(self, status: int, body: tuple[bytes, ...]) -> None:
-        detail = b" ".join(body).decode("utf-8", "replace")
-        super().__init__(f"status {status}: {detail}" if detail else f"status {status}")
         self.status = status
         self.body = body
+        self.error_type: str | None = None
+        self.error_message: str | None = None
+        if status == 500 and len(body) == 2:
+            self.error_type, self.error_message = (f.decode("utf-8", "replace") for f in body)
+            detail = f"{self.error_type}: {self.error_message}"
+        else:
+            detail = b" ".join(body).decode("utf-8", "replace")
+        super().__init__(f"status {status}: {detail}" if detail else f"status {status}")
 
 
 @final
@@ -68,12 +80,17 @@ class RetryPolicy:
     """How long to wait for each attempt, and how many attempts to make.
 
     Defaults follow the Guide's Lazy Pirate: 2.5 s per attempt, 3 attempts.
+    An attempt is timed until its server says ACCEPTED (it holds the
+    request); from then on it waits for the reply as long as that server
+    is present and responsive, or for ``hold_timeout`` seconds if that is
+    set (to retry a handler that may hang; the retry may run it twice).
     Bad input: a non-positive or non-finite ``attempt_timeout`` or fewer
     than one attempt raises ``ValueError`` at construction.
     """
 
     attempt_timeout: float = 2.5
     attempts: int = 3
+    hold_timeout: float | None = None
 
     def __attrs_post_init__(self) -> None:
         timeout = self.attempt_timeout
@@ -81,6 +98,9 @@ class RetryPolicy:
             raise ValueError(f"attempt_timeout must be a positive number of seconds: {timeout!r}")
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ValueError(f"attempts must be a whole number >= 1: {self.attempts!r}")
+        hold = self.hold_timeout
+        if hold is not None and not (isinstance(hold, int | float) and hold > 0):
+            raise ValueError(f"hold_timeout must be None or a positive number of seconds: {hold!r}")
 
 
 def new_request_id() -> int:
@@ -94,6 +114,7 @@ class _Pending:
 
     __slots__ = (
         "_wake",
+        "accepted",
         "current",
         "loaded",
         "lost",
@@ -115,6 +136,7 @@ class _Pending:
         self.current: UUID | None = None
         self.reply: proto.Reply | None = None
         self.lost = False  # the current target exited or went silent
+        self.accepted = False  # the current target said ACCEPTED: it holds the request
         self._wake = trio.Event()
 
     def wake(self) -> None:
@@ -145,8 +167,12 @@ class ReplyRouter:
     when a worker leaves the group of the service the request is for).
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, max_in_flight: int = 1000) -> None:
+        if not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be a whole number >= 1: {max_in_flight!r}")
         self.node = node
+        # Requests a client may have in flight; more wait in request() (backpressure).
+        self.in_flight = trio.CapacityLimiter(max_in_flight)
         self._pending: dict[int, _Pending] = {}
         self._load: dict[UUID, int] = {}  # requests awaiting a reply, per peer
         self.dropped = 0  # replies dropped as stale, duplicate or foreign
@@ -171,6 +197,7 @@ class ReplyRouter:
         """Record that ``pending`` is about to go to ``peer``."""
         self._unload(pending)
         pending.current, pending.lost, pending.loaded = peer, False, True
+        pending.accepted = False
         pending.sent_to.add(peer)
         self._load[peer] = self._load.get(peer, 0) + 1
 
@@ -206,6 +233,8 @@ class ReplyRouter:
                     continue
                 if isinstance(message, proto.Reply):
                     self._on_reply(event.peer, message)
+                elif isinstance(message, proto.Accepted):
+                    self._on_accepted(event.peer, message)
                 continue
             if isinstance(event, Exit):
                 self.suspicion.pop(event.peer, None)
@@ -227,6 +256,19 @@ class ReplyRouter:
         if pending.current is not None:
             self.suspicion[pending.current] = self.suspicion.get(pending.current, 0) + 1
 
+    def _on_accepted(self, peer: UUID, accepted: proto.Accepted) -> None:
+        """The current target holds the request: its attempt stops being timed."""
+        # Suspicion stays: its server reads, but its handlers may still hang.
+        pending = self._pending.get(accepted.request_id)
+        if (
+            pending is not None
+            and pending.current == peer
+            and pending.reply is None
+            and not pending.accepted
+        ):
+            pending.accepted = True
+            pending.wake()
+
     def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
         self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
         pending = self._pending.get(reply.request_id)
@@ -241,9 +283,9 @@ class ReplyRouter:
 
 
 @asynccontextmanager
-async def open_reply_router(node: Node) -> AsyncIterator[ReplyRouter]:
+async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncIterator[ReplyRouter]:
     """A reply router with its own event subscription and task."""
-    router = ReplyRouter(node)
+    router = ReplyRouter(node, max_in_flight)
     events = node.events()
     with unwrap_single_exception_group():
         async with trio.open_nursery() as nursery:

@@ -6,9 +6,10 @@ Frame 0 of every pattern message is a 14-octet header::
 
 followed by the command's frames:
 
-    REQUEST (1)  service (UTF-8, empty = "whoever I sent it to"), body frames...
-    REPLY   (2)  status (2 octets, big-endian), body frames...
-    STATE   (3)  state (1 octet: a Binary Star state)
+    REQUEST  (1)  service (UTF-8, empty = "whoever I sent it to"), body frames...
+    REPLY    (2)  status (2 octets, big-endian), body frames...
+    STATE    (3)  state (1 octet: a Binary Star state)
+    ACCEPTED (4)  nothing more: the server holds the request and will reply
 
 Anything whose frame 0 does not start with ``TZRP`` is application traffic
 and not ours: :func:`decode` returns ``None`` for it.  Pattern traffic that
@@ -29,6 +30,7 @@ import attrs
 __all__ = [
     "TAG",
     "VERSION",
+    "Accepted",
     "Command",
     "PatternDecodeError",
     "PatternMessage",
@@ -53,6 +55,7 @@ class Command(enum.IntEnum):
     REQUEST = 1
     REPLY = 2
     STATE = 3
+    ACCEPTED = 4
 
 
 class Status(enum.IntEnum):
@@ -102,7 +105,19 @@ class State:
     state: int
 
 
-PatternMessage: TypeAlias = Request | Reply | State
+@final
+@attrs.frozen
+class Accepted:
+    """The server holds the request ``request_id``: it runs it, or will, and will reply.
+
+    A client stops timing the attempt and waits for the reply as long as
+    the server is present (``patterns/README.md`` §5.4).
+    """
+
+    request_id: int
+
+
+PatternMessage: TypeAlias = Request | Reply | State | Accepted
 
 
 def _header(command: Command, request_id: int) -> bytes:
@@ -131,6 +146,8 @@ def encode(message: PatternMessage) -> list[bytes]:
         if not 0 <= message.state <= 255:
             raise ValueError(f"state must fit in one octet, got {message.state}")
         return [_header(Command.STATE, 0), bytes([message.state])]
+    elif isinstance(message, Accepted):
+        return [_header(Command.ACCEPTED, message.request_id)]
     else:
         raise TypeError(f"not a pattern message: {type(message).__name__}")
     for frame in message.body:
@@ -180,4 +197,8 @@ def decode(frames: Sequence[bytes]) -> PatternMessage | None:
         if len(frames) != 2 or len(frames[1]) != 1:
             raise PatternDecodeError("STATE carries exactly one 1-octet frame")
         return State(frames[1][0])
+    if command == Command.ACCEPTED:
+        if len(frames) != 1:
+            raise PatternDecodeError("ACCEPTED is the header alone")
+        return Accepted(request_id)
     raise PatternDecodeError(f"unknown pattern command {command}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections import OrderedDict, deque
@@ -138,7 +139,9 @@ class Server:
 
     Its counters are for tests and monitoring: ``executed`` handler runs,
     ``replied`` replies sent (cached resends included), ``refused``
-    requests refused by the gate (a passive Binary Star server).
+    requests refused by the gate (a passive Binary Star server), ``shed``
+    requests refused because ``max_queued`` were already waiting; ``held``
+    is the number of requests it holds now, running or waiting.
     """
 
     def __init__(
@@ -149,22 +152,28 @@ class Server:
         *,
         reply_cache: ReplyCache | None = None,
         max_concurrency: int = 64,
+        max_queued: int = 10_000,
         gate: Gate | None = None,
+        hide_errors: bool = False,
     ) -> None:
         self.node = node
         self.service = service
         self.executed = 0
         self.replied = 0
         self.refused = 0
+        self.shed = 0
+        self.held = 0
         self._handler = handler
         self._cache = reply_cache
         self._gate = gate
+        self._hide_errors = hide_errors
         self._wanted = service or ""
         self._limiter = trio.CapacityLimiter(max_concurrency)
+        self._capacity = max_concurrency + max_queued
         self._events = node.events()
         # Replies leave through one task that sends all those queued so far
         # back to back: one libzmq wake-up per batch rather than per reply.
-        self._outbox: deque[tuple[IncomingRequest, proto.Reply]] = deque()
+        self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted]] = deque()
         self._outbox_ready = trio.lowlevel.ParkingLot()
 
     def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
@@ -178,7 +187,11 @@ class Server:
             )
 
     async def _serve(self, nursery: trio.Nursery) -> None:
-        """Read requests for us and start a handler for each (up to the limit)."""
+        """Read requests for us, say ACCEPTED and start a handler for each.
+
+        It never waits for a free handler: a request waiting here is
+        accepted at once, so its client stops timing it (README §5.4).
+        """
         async for event in self._events:
             if not isinstance(event, Whisper):
                 continue
@@ -198,51 +211,71 @@ class Server:
                 self._trace(kinds.REQUEST_REFUSED, request, status=status)
                 await _reply(self.node, event.peer, proto.Reply(request.request_id, status))
                 continue
-            if self._cache is not None and not await self._start_cached(request):
+            if self.held >= self._capacity:
+                # Not executed: the client tries another worker (README §7).
+                self.shed += 1
+                self._trace(kinds.REQUEST_REFUSED, request, status=proto.Status.UNAVAILABLE)
+                reply = proto.Reply(request.request_id, proto.Status.UNAVAILABLE)
+                await _reply(self.node, event.peer, reply)
                 continue
-            token = object()  # equal requests (a retry) are still distinct borrowers
-            await self._limiter.acquire_on_behalf_of(token)
-            nursery.start_soon(self._run_one, request, token)
+            if self._cache is not None and not self._start_cached(request):
+                continue
+            self.held += 1
+            self._queue(request, proto.Accepted(request.request_id))
+            nursery.start_soon(self._run_one, request)
 
-    async def _start_cached(self, request: IncomingRequest) -> bool:
+    def _queue(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
+        self._outbox.append((request, message))
+        self._outbox_ready.unpark()
+
+    def _start_cached(self, request: IncomingRequest) -> bool:
         """Consult the reply cache: False when the request must not run (again)."""
         assert self._cache is not None
         key = (request.peer, request.request_id)
         cached = self._cache.lookup(key, trio.current_time())
         if isinstance(cached, proto.Reply):
             self._trace(kinds.DEDUPE_HIT, request)
-            if await _reply(self.node, request.peer, cached):
-                self.replied += 1
-                self._trace(kinds.REPLY_SENT, request, status=cached.status)
+            self._queue(request, cached)
             return False
         if cached is not None:
-            return False  # still running: its reply will answer the retry too
+            # Still held here: say so again; its reply will answer the retry too.
+            self._queue(request, proto.Accepted(request.request_id))
+            return False
         self._cache.start(key, trio.current_time())
         return True
 
-    async def _run_one(self, request: IncomingRequest, token: object) -> None:
+    async def _run_one(self, request: IncomingRequest) -> None:
         key = (request.peer, request.request_id)
         try:
-            self.executed += 1
-            self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
-            try:
-                frames = _as_frames(await self._handler(request))
-                reply = proto.Reply(request.request_id, proto.Status.OK, frames)
-            except Exception as exc:
-                log.warning("handler failed on request %#x: %r", request.request_id, exc)
-                reply = proto.Reply(
-                    request.request_id, proto.Status.ERROR, (type(exc).__name__.encode(),)
-                )
+            async with self._limiter:
+                self.executed += 1
+                self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
+                try:
+                    frames = _as_frames(await self._handler(request))
+                    reply = proto.Reply(request.request_id, proto.Status.OK, frames)
+                except Exception as exc:
+                    log.error(
+                        "handler failed on request %#x from %s",
+                        request.request_id,
+                        request.name or request.peer,
+                        exc_info=exc,
+                    )
+                    reply = proto.Reply(request.request_id, proto.Status.ERROR, self._error(exc))
             if self._cache is not None:
                 self._cache.finish(key, reply, trio.current_time())
-            self._outbox.append((request, reply))
-            self._outbox_ready.unpark()
+            self._queue(request, reply)
         except BaseException:
             if self._cache is not None:
                 self._cache.forget(key)  # not finished: a retry must run it
             raise
         finally:
-            self._limiter.release_on_behalf_of(token)
+            self.held -= 1
+
+    def _error(self, exc: Exception) -> tuple[bytes, ...]:
+        """A 500's body: the exception's type and message, unless hidden."""
+        if self._hide_errors:
+            return ()
+        return (type(exc).__name__.encode(), str(exc).encode("utf-8", "replace")[:4096])
 
     async def _send_replies(self) -> None:
         outbox = self._outbox
@@ -250,15 +283,17 @@ class Server:
             while not outbox:
                 await self._outbox_ready.park()
             while outbox:
-                request, reply = outbox.popleft()
-                if await _reply(self.node, request.peer, reply):
+                request, message = outbox.popleft()
+                if await _reply(self.node, request.peer, message) and isinstance(
+                    message, proto.Reply
+                ):
                     self.replied += 1
-                    self._trace(kinds.REPLY_SENT, request, status=reply.status)
+                    self._trace(kinds.REPLY_SENT, request, status=message.status)
             await trio.lowlevel.checkpoint()
 
 
-async def _reply(node: Node, peer: UUID, reply: proto.Reply) -> bool:
-    """Send a reply; no checkpoint when it can go at once.
+async def _reply(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool:
+    """Send a reply (or an ACCEPTED); no checkpoint when it can go at once.
 
     False: the client is gone, or the node has stopped.
     """
@@ -275,6 +310,13 @@ async def _reply(node: Node, peer: UUID, reply: proto.Reply) -> bool:
         log.debug("could not reply to %s: %s", peer, exc)
         return False
     return True
+
+
+def _is_async(handler: object) -> bool:
+    """An ``async def`` function, a partial of one, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 -- the method, not callability
+    )
 
 
 def _as_frames(result: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
@@ -294,6 +336,8 @@ async def open_server(
     service: str | None = None,
     reply_cache: ReplyCache | None = None,
     max_concurrency: int = 64,
+    max_queued: int = 10_000,
+    hide_errors: bool = False,
     _gate: Gate | None = None,
 ) -> AsyncIterator[Server]:
     """Answer pattern requests arriving at ``node`` with ``handler``.
@@ -304,28 +348,46 @@ async def open_server(
     the group when the block ends.  Requests for anything else are left to
     other servers on the node.
 
-    Up to ``max_concurrency`` handlers run at once; beyond that the server
-    stops reading, which backpressures the node and, through it, clients.
-    A handler that raises is answered with status 500 and the server goes
-    on; its cancellation (the block ending) sends no reply.  If the node's
-    block ends first, the server reads nothing more, replies still owed
-    are dropped, and the block ends without error when its body does.
+    Each request it takes is answered ACCEPTED at once, and its client
+    stops timing it: a request waiting for a free handler is never sent
+    again elsewhere.  Up to ``max_concurrency`` handlers run at once, and
+    up to ``max_queued`` more requests wait; beyond that a request is
+    refused with 503 (not executed), and its client asks another worker.
 
-    Bad input: an invalid or ``mmi.*`` service name, or ``max_concurrency
-    < 1``, raises ``ValueError`` before anything starts; with a service,
-    a node that has already stopped raises ``trio.ClosedResourceError``.
+    A handler that raises is answered with status 500, whose body is the
+    exception's type name and message (nothing with ``hide_errors``); the
+    traceback is logged on the ``trizre.patterns`` logger at ERROR, and the
+    server goes on.  A handler's cancellation (the block ending) sends no
+    reply.  If the node's block ends first, the server reads nothing more,
+    replies still owed are dropped, and the block ends without error when
+    its body does.
+
+    Bad input: a ``handler`` that is not an async function raises
+    ``TypeError``; an invalid or ``mmi.*`` service name, or
+    ``max_concurrency < 1`` or ``max_queued < 0``, raises ``ValueError``;
+    all before anything starts.  With a service, a node that has already
+    stopped raises ``trio.ClosedResourceError``.
     """
+    if not _is_async(handler):
+        raise TypeError(
+            f"the handler must be an async function (async def), got {handler!r}: "
+            "a plain function would block every other request"
+        )
     if service is not None:
         check_service_name(service)
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    if max_queued < 0:
+        raise ValueError(f"max_queued cannot be negative, got {max_queued}")
     server = Server(
         node,
         service,
         handler,
         reply_cache=reply_cache,
         max_concurrency=max_concurrency,
+        max_queued=max_queued,
         gate=_gate,
+        hide_errors=hide_errors,
     )
     with unwrap_single_exception_group():
         async with trio.open_nursery() as nursery:

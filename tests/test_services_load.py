@@ -1,4 +1,4 @@
-"""Services under load: no request runs twice while its worker is alive, however long it queues.
+"""Services under load: no request runs twice while its worker lives; ACCEPTED, queue limits, errors.
 
 The issue's scenario, scaled to CI: workers that run one request at a
 time, many more requests pipelined from one client than they can run
@@ -23,8 +23,9 @@ import trio
 import trizre
 from tests.nodes import FAST, free_udp_port
 from trizre import patterns
-from trizre.patterns import IncomingRequest, RetryPolicy
+from trizre.patterns import IncomingRequest, RetryPolicy, _server
 from trizre.patterns._common import ReplyRouter
+from trizre.patterns._protocol import Accepted
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 300
@@ -209,3 +210,83 @@ async def test_a_worker_killed_mid_run_costs_no_completed_request_a_second_run(
             if "done" in event:
                 done[event["done"]] += 1
     assert len(done) == REQUESTS and set(done.values()) == {1}, done.most_common(3)
+
+
+@pytest.mark.parametrize(
+    ("accept_after", "handler", "sent"),
+    [(5.0, 0.0, ["reply"]), (0.0, 0.2, ["accepted", "reply"])],
+    ids=["answered-first", "held"],
+)
+async def test_accepted_goes_only_for_a_request_held_accept_after(
+    monkeypatch: pytest.MonkeyPatch, accept_after: float, handler: float, sent: list[str]
+) -> None:
+    """A fast request costs no ACCEPTED; a held one gets it before its reply."""
+    port = free_udp_port()
+    kinds: list[str] = []
+    real_reply = _server._reply
+
+    async def noting(node: trizre.Node, peer: object, message: object) -> bool:
+        kinds.append("accepted" if isinstance(message, Accepted) else "reply")
+        return await real_reply(node, peer, message)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_server, "_reply", noting)
+
+    async def work(request: IncomingRequest) -> bytes:
+        await trio.sleep(handler)
+        return b"ok"
+
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, work, service="work", accept_after=accept_after),
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli, RetryPolicy(10, 1)) as client,
+        ):
+            await client.wait_for_service("work")
+            assert await client.request("work") == (b"ok",)
+    assert kinds == sent
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max_queued", -1), ("accept_after", -0.1), ("accept_after", float("inf"))],
+)
+async def test_open_server_refuses_bad_queue_options(option: str, value: float) -> None:
+    async def work(request: IncomingRequest) -> bytes:
+        return b""
+
+    async with trizre.open_node("w", beacon_port=free_udp_port(), **FAST) as w:
+        with pytest.raises(ValueError, match=option):
+            async with patterns.open_server(w, work, **{option: value}):  # type: ignore[arg-type]
+                pass
+
+
+async def test_a_handler_that_is_not_async_is_refused() -> None:
+    def plain(request: IncomingRequest) -> bytes:
+        return b""
+
+    async with trizre.open_node("w", beacon_port=free_udp_port(), **FAST) as w:
+        with pytest.raises(TypeError, match="async"):
+            async with patterns.open_server(w, plain):  # type: ignore[arg-type]
+                pass
+
+
+async def test_hide_errors_sends_no_detail_but_logs_it(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_udp_port()
+
+    async def broken(request: IncomingRequest) -> bytes:
+        raise ValueError("card 4111-1111")
+
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, broken, service="pay", hide_errors=True),
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli) as client,
+        ):
+            await client.wait_for_service("pay")
+            with pytest.raises(patterns.RemoteError) as caught:
+                await client.request("pay")
+    assert caught.value.status == 500 and caught.value.body == ()
+    assert caught.value.error_type is None and "4111" not in str(caught.value)
+    assert "card 4111-1111" in caplog.text  # the server's log keeps it

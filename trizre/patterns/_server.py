@@ -153,6 +153,7 @@ class Server:
         reply_cache: ReplyCache | None = None,
         max_concurrency: int = 64,
         max_queued: int = 10_000,
+        accept_after: float = 0.1,
         gate: Gate | None = None,
         hide_errors: bool = False,
     ) -> None:
@@ -175,6 +176,10 @@ class Server:
         # back to back: one libzmq wake-up per batch rather than per reply.
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted]] = deque()
         self._outbox_ready = trio.lowlevel.ParkingLot()
+        # Held requests not yet answered ACCEPTED, oldest first, with when they are due.
+        self._unaccepted: dict[object, tuple[IncomingRequest, float]] = {}
+        self._accept_after = accept_after
+        self._accept_due = trio.lowlevel.ParkingLot()
 
     def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
         if (tracer := self.node.tracer) is not None:
@@ -221,8 +226,27 @@ class Server:
             if self._cache is not None and not self._start_cached(request):
                 continue
             self.held += 1
+            token = object()  # a retry of a request held twice is held twice
+            self._unaccepted[token] = (request, trio.current_time() + self._accept_after)
+            self._accept_due.unpark()
+            nursery.start_soon(self._run_one, request, token)
+
+    async def _accept(self) -> None:
+        """Say ACCEPTED for each request held ``accept_after`` without a reply.
+
+        A request answered sooner costs no ACCEPTED: fast handlers pay
+        nothing for it.
+        """
+        unaccepted = self._unaccepted
+        while True:
+            while not unaccepted:
+                await self._accept_due.park()
+            token, (request, due) = next(iter(unaccepted.items()))
+            if trio.current_time() < due:
+                await trio.sleep_until(due)  # the oldest first: the rest are due later
+                continue
+            del unaccepted[token]
             self._queue(request, proto.Accepted(request.request_id))
-            nursery.start_soon(self._run_one, request)
 
     def _queue(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
         self._outbox.append((request, message))
@@ -244,7 +268,7 @@ class Server:
         self._cache.start(key, trio.current_time())
         return True
 
-    async def _run_one(self, request: IncomingRequest) -> None:
+    async def _run_one(self, request: IncomingRequest, token: object) -> None:
         key = (request.peer, request.request_id)
         try:
             async with self._limiter:
@@ -270,6 +294,7 @@ class Server:
             raise
         finally:
             self.held -= 1
+            self._unaccepted.pop(token, None)
 
     def _error(self, exc: Exception) -> tuple[bytes, ...]:
         """A 500's body: the exception's type and message, unless hidden."""
@@ -337,6 +362,7 @@ async def open_server(
     reply_cache: ReplyCache | None = None,
     max_concurrency: int = 64,
     max_queued: int = 10_000,
+    accept_after: float = 0.1,
     hide_errors: bool = False,
     _gate: Gate | None = None,
 ) -> AsyncIterator[Server]:
@@ -348,11 +374,14 @@ async def open_server(
     the group when the block ends.  Requests for anything else are left to
     other servers on the node.
 
-    Each request it takes is answered ACCEPTED at once, and its client
-    stops timing it: a request waiting for a free handler is never sent
-    again elsewhere.  Up to ``max_concurrency`` handlers run at once, and
-    up to ``max_queued`` more requests wait; beyond that a request is
-    refused with 503 (not executed), and its client asks another worker.
+    A request it holds ``accept_after`` seconds (0.1 s) without replying
+    is answered ACCEPTED, and its client stops timing it: a request
+    waiting for a free handler is never sent again elsewhere.  (A retry of
+    a request it still holds is answered ACCEPTED at once.)  Clients'
+    attempt timeouts must be longer than ``accept_after``.  Up to
+    ``max_concurrency`` handlers run at once, and up to ``max_queued``
+    more requests wait; beyond that a request is refused with 503 (not
+    executed), and its client asks another worker.
 
     A handler that raises is answered with status 500, whose body is the
     exception's type name and message (nothing with ``hide_errors``); the
@@ -364,7 +393,8 @@ async def open_server(
 
     Bad input: a ``handler`` that is not an async function raises
     ``TypeError``; an invalid or ``mmi.*`` service name, or
-    ``max_concurrency < 1`` or ``max_queued < 0``, raises ``ValueError``;
+    ``max_concurrency < 1``, ``max_queued < 0`` or a negative
+    ``accept_after``, raises ``ValueError``;
     all before anything starts.  With a service, a node that has already
     stopped raises ``trio.ClosedResourceError``.
     """
@@ -379,6 +409,8 @@ async def open_server(
         raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
     if max_queued < 0:
         raise ValueError(f"max_queued cannot be negative, got {max_queued}")
+    if not (isinstance(accept_after, int | float) and 0 <= accept_after < math.inf):
+        raise ValueError(f"accept_after must be a finite number of seconds >= 0: {accept_after!r}")
     server = Server(
         node,
         service,
@@ -386,6 +418,7 @@ async def open_server(
         reply_cache=reply_cache,
         max_concurrency=max_concurrency,
         max_queued=max_queued,
+        accept_after=accept_after,
         gate=_gate,
         hide_errors=hide_errors,
     )
@@ -395,6 +428,7 @@ async def open_server(
                 await node.join(service)
             nursery.start_soon(server._serve, nursery)
             nursery.start_soon(server._send_replies)
+            nursery.start_soon(server._accept)
             try:
                 yield server
             finally:

@@ -1,4 +1,4 @@
-"""Services under load: no request runs twice while its worker lives; ACCEPTED, queue limits, errors.
+"""Services under load: nothing runs twice while its worker lives; ACCEPTED, limits, errors.
 
 The issue's scenario, scaled to CI: workers that run one request at a
 time, many more requests pipelined from one client than they can run

@@ -190,3 +190,33 @@ async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:
             await trio.sleep(3 * HEARTBEAT)  # heartbeats fall due after the node stopped
             nursery.cancel_scope.cancel()
     assert len(ended) == 1
+
+
+async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A second primary by mistake: it stops with an error naming the cause, not the network."""
+    port = free_udp_port()
+    with trio.fail_after(15):
+        async with trio.open_nursery() as nursery:
+            primary = await nursery.start(run_server, port, "p", True, "b")
+            backup = await nursery.start(run_server, port, "b", False, "p")
+            await primary.star.state.wait_value(State.ACTIVE)
+            await backup.star.state.wait_value(State.PASSIVE)
+            with pytest.raises(patterns.DuplicateServer, match="started twice"):
+                async with (
+                    trizre.open_node("p", beacon_port=port, **FAST) as again,
+                    patterns.open_binary_star_server(
+                        again, answer, primary=True, partner="b", heartbeat=HEARTBEAT
+                    ),
+                ):
+                    await trio.sleep_forever()
+            assert "a server started twice?" in caplog.text  # the running one says so
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(1.0, 4)) as client,
+            ):
+                assert await client.request(b"x") == (b"ok:x",)
+            assert primary.star.state.value is State.ACTIVE
+            assert backup.star.state.value is State.PASSIVE
+            nursery.cancel_scope.cancel()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -113,29 +115,55 @@ def test_bstar_pair_all_in_one_fails_over_without_loss() -> None:
     assert "requests sent 30, answered 30 (primary 1" in result.stdout
 
 
-def test_bstar_pair_roles_in_separate_processes() -> None:
+def test_bstar_pair_roles_in_separate_processes(tmp_path: Path) -> None:
+    """The operator's run: the primary is killed mid-stream, the backup takes over.
+
+    Every state change is printed with its cause; the client reports
+    nothing lost, wrong or run twice (from the servers' ledger); SIGTERM
+    stops the backup cleanly.
+    """
     port = str(free_udp_port())
+    ledger = tmp_path / "ledger"
     script = [sys.executable, "-u", str(ROOT / "examples" / "bstar_pair.py"), "--port", port]
-    servers = [
-        subprocess.Popen([*script, "--role", role], stdout=subprocess.PIPE, text=True)
-        for role in ("primary", "backup")
-    ]
-    try:
-        primary, backup = servers
-        assert primary.stdout is not None and backup.stdout is not None
-        assert _read_until(primary.stdout, "primary: ACTIVE")
-        client = subprocess.run(
-            [*script, "--role", "client", "--requests", "5"],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
+    script += ["--ledger", str(ledger)]
+    primary, backup = (
+        subprocess.Popen(
+            [*script, "--role", role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        assert client.returncode == 0, client.stdout + client.stderr
-        assert "5 of 5 requests answered" in client.stdout
+        for role in ("primary", "backup")
+    )
+    lines: list[str] = []
+    try:
+        assert primary.stdout is not None and backup.stdout is not None
+        assert _read_until(primary.stdout, "primary: now ACTIVE (on peer backup)")
+        client = subprocess.Popen(
+            [*script, "--role", "client", "--requests", "150", "--pace", "0.02"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        served = ledger / f"primary-{primary.pid}.log"
+        while not (served.exists() and len(served.read_text().splitlines()) >= 20):
+            assert time.monotonic() < deadline, "the primary served nothing"
+            time.sleep(0.05)  # polling a file another process writes
+        primary.kill()
+        out, err = client.communicate(timeout=60)
+        assert client.returncode == 0, out + err
+        assert "lost 0, wrong answers 0, executed more than once 0" in out
+        answered = out.split("answered 150 (primary ")[1]
+        assert int(answered.split(",")[0]) >= 20 and not answered.startswith("150")
+        backup.send_signal(signal.SIGTERM)
+        rest, complaints = backup.communicate(timeout=20)
+        assert "Traceback" not in complaints, complaints
+        lines = rest.splitlines()
+        assert backup.returncode == 0
+        assert any("backup: now ACTIVE (on client request)" in line for line in lines), rest
+        assert lines[-1].endswith("backup: stopped by SIGTERM")
     finally:
-        for proc in servers:
-            proc.kill()
+        for proc in (primary, backup):
+            if proc.poll() is None:
+                proc.kill()
             proc.wait()
 
 

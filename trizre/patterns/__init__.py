@@ -12,7 +12,7 @@ cancel scope; retry behaviour is a :class:`RetryPolicy`.
 * Binary Star: :func:`open_binary_star_server` + :func:`open_binary_star_client`.
 """
 
-from ._bstar import BinaryStarServer, open_binary_star_server
+from ._bstar import BinaryStarServer, DuplicateServer, open_binary_star_server
 from ._bstar_fsm import (
     BinaryStarError,
     BinaryStarFSM,
@@ -40,6 +40,7 @@ __all__ = [
     "BinaryStarFSM",
     "BinaryStarServer",
     "DualPassive",
+    "DuplicateServer",
     "Handler",
     "IncomingRequest",
     "LazyPirateClient",

@@ -13,21 +13,34 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import final
+from uuid import UUID
 
 import trio
 from trio_util import AsyncValue
 
 from .. import _trace as kinds
-from .._events import NodeError, Whisper
+from .._events import Enter, Exit, NodeError, Whisper
 from .._node import Node
 from .._util import unwrap_single_exception_group
 from . import _protocol as proto
-from ._bstar_fsm import BinaryStarFSM, State, Transition
+from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
 from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
 
-__all__ = ["BinaryStarServer", "open_binary_star_server"]
+__all__ = ["BinaryStarServer", "DuplicateServer", "open_binary_star_server"]
 
 log = logging.getLogger("trizre.patterns.bstar")
+
+
+class DuplicateServer(BinaryStarError):
+    """Another node with this server's name is on the network: it was started twice.
+
+    Raised by the server that starts second (it has not yet served or
+    taken a side); the one already running logs an error and goes on,
+    following only the partner it first heard.
+    """
+
+
+_UNDECIDED = (State.PRIMARY, State.BACKUP)
 
 
 @final
@@ -46,6 +59,12 @@ class BinaryStarServer:
         self.state: AsyncValue[State] = AsyncValue(fsm.state)
         self.transitions: list[tuple[float, Transition]] = []
         self.server: Server | None = None
+        # The partner this server follows: the first node of that name it
+        # heard.  Another node of that name (a second backup started by
+        # mistake) is ignored while this one is present.
+        self._partner_peer: UUID | None = None
+        self._warned: set[UUID] = set()
+        self._role = "primary" if fsm.state is State.PRIMARY else "backup"
 
     @property
     def failover_timeout(self) -> float:
@@ -84,16 +103,58 @@ class BinaryStarServer:
         with suppress(trio.ClosedResourceError):
             while True:
                 message = proto.encode(proto.State(self._fsm.state.value))
-                for peer in self.node.find_peers(self.partner):
+                pinned = self._partner_peer
+                for peer in [pinned] if pinned else self.node.find_peers(self.partner):
                     try:
                         await self.node.whisper(peer, *message)
                     except NodeError as exc:
                         log.debug("state to %s not sent: %s", peer, exc)
                 await trio.sleep(self._fsm.heartbeat)
 
+    def _namesake(self, peer: UUID) -> None:
+        """Another node has our name: refuse to start, or say so if we are serving."""
+        name = self.node.name
+        if self._fsm.state in _UNDECIDED:
+            raise DuplicateServer(
+                f"another node named {name!r} ({peer}) is already on the network: this "
+                f"Binary Star server was started twice (a second {self._role} by mistake?). "
+                "Each name must run once; this one stops, the running one goes on."
+            )
+        if peer not in self._warned:
+            self._warned.add(peer)
+            log.error(
+                "%s: another node named %r (%s) joined the network: a server started twice? "
+                "It is ignored; only one node of each name may serve",
+                name,
+                name,
+                peer,
+            )
+
     async def _listen(self, events: AsyncIterator[object]) -> None:
+        for peer in self.node.find_peers(self.node.name):
+            self._namesake(peer)  # already there when we started
         async for event in events:
+            if isinstance(event, Enter) and event.name == self.node.name:
+                self._namesake(event.peer)
+                continue
+            if isinstance(event, Exit) and event.peer == self._partner_peer:
+                self._partner_peer = None  # follow whichever node of that name comes next
+                continue
             if not isinstance(event, Whisper) or event.name != self.partner:
+                continue
+            if self._partner_peer is None:
+                self._partner_peer = event.peer
+            elif event.peer != self._partner_peer:
+                if event.peer not in self._warned:
+                    self._warned.add(event.peer)
+                    log.error(
+                        "%s: a second node named %r (%s) sends Binary Star state; "
+                        "following %s, the first one heard",
+                        self.node.name,
+                        self.partner,
+                        event.peer,
+                        self._partner_peer,
+                    )
                 continue
             try:
                 message = proto.decode(event.frames)

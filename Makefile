@@ -25,7 +25,7 @@ lint: $(STAMP)
 # The suite as users get it (nodes of one process linked in memory), then
 # the node and pattern tests again with every link over TCP, as between
 # processes: both paths stay covered.
-TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py \
+TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py tests/test_freelance.py \
 	tests/test_lazy_pirate.py \
 	tests/test_services.py tests/test_bstar.py
 
@@ -64,6 +64,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
 		--json benchmarks/results/forged_beacons_60s.json
 	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
+	$(BIN)/python benchmarks/bench_freelance.py --json benchmarks/results/freelance.json
 	$(BIN)/python benchmarks/bench_services_load.py --json benchmarks/results/services_load.json
 	$(BIN)/python benchmarks/bench_services_load.py --kill --json benchmarks/results/services_load_kill.json
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \

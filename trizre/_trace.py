@@ -33,6 +33,7 @@ __all__ = [
     "HEARD_FROM_KINDS",
     "JOIN",
     "KINDS",
+    "FREELANCE",
     "LAZY_PIRATE",
     "LEAVE",
     "NODE_START",
@@ -126,6 +127,7 @@ to an ``exit``.  Lines about what the observer *sent* prove nothing."""
 LAZY_PIRATE: Final = "lazy-pirate"
 SERVICE: Final = "service"
 BINARY_STAR: Final = "binary-star"
+FREELANCE: Final = "freelance"
 ACTIVE_STATE: Final = "ACTIVE"
 
 KINDS: Final = frozenset(

@@ -10,6 +10,8 @@ cancel scope; retry behaviour is a :class:`RetryPolicy`.
   :func:`open_service_client` + :func:`open_server` with ``service=``.
 * Idempotent services: :class:`ReplyCache`.
 * Binary Star: :func:`open_binary_star_server` + :func:`open_binary_star_client`.
+* Freelance (brokerless, several servers, failover or shotgun):
+  :func:`open_freelance_client` + :func:`open_server`.
 """
 
 from ._bstar import BinaryStarServer, DuplicateServer, open_binary_star_server
@@ -24,9 +26,12 @@ from ._bstar_fsm import (
 )
 from ._clients import (
     BinaryStarClient,
+    FreelanceClient,
     LazyPirateClient,
     ServiceClient,
+    freelance_choice,
     open_binary_star_client,
+    open_freelance_client,
     open_lazy_pirate_client,
     open_service_client,
 )
@@ -41,6 +46,7 @@ __all__ = [
     "BinaryStarServer",
     "DualPassive",
     "DuplicateServer",
+    "FreelanceClient",
     "Handler",
     "IncomingRequest",
     "LazyPirateClient",
@@ -59,8 +65,10 @@ __all__ = [
     "State",
     "Status",
     "Transition",
+    "freelance_choice",
     "open_binary_star_client",
     "open_binary_star_server",
+    "open_freelance_client",
     "open_lazy_pirate_client",
     "open_server",
     "open_service_client",

@@ -290,3 +290,26 @@ async def test_hide_errors_sends_no_detail_but_logs_it(caplog: pytest.LogCapture
     assert caught.value.status == 500 and caught.value.body == ()
     assert caught.value.error_type is None and "4111" not in str(caught.value)
     assert "card 4111-1111" in caplog.text  # the server's log keeps it
+
+
+async def test_a_retry_of_a_held_request_is_not_run_again_even_without_a_cache() -> None:
+    """ACCEPTED reached the client too late (hold_timeout here): the retry finds it held."""
+    port = free_udp_port()
+    ran = 0
+
+    async def slow(request: IncomingRequest) -> bytes:
+        nonlocal ran
+        ran += 1
+        await trio.sleep(0.6)
+        return b"once"
+
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, slow, service="work") as server,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli, RetryPolicy(0.2, 5, hold_timeout=0.2)) as client,
+        ):
+            await client.wait_for_service("work")
+            assert await client.request("work") == (b"once",)
+    assert ran == 1 and server.executed == 1

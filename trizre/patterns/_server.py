@@ -180,6 +180,7 @@ class Server:
         self._unaccepted: dict[object, tuple[IncomingRequest, float]] = {}
         self._accept_after = accept_after
         self._accept_due = trio.lowlevel.ParkingLot()
+        self._holding: set[tuple[UUID, int]] = set()  # (client, request id) held here
 
     def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
         if (tracer := self.node.tracer) is not None:
@@ -216,6 +217,11 @@ class Server:
                 self._trace(kinds.REQUEST_REFUSED, request, status=status)
                 await _reply(self.node, event.peer, proto.Reply(request.request_id, status))
                 continue
+            key = (request.peer, request.request_id)
+            if key in self._holding:
+                # A retry of a request held here (our ACCEPTED was late): say it again.
+                self._queue(request, proto.Accepted(request.request_id))
+                continue
             if self.held >= self._capacity:
                 # Not executed: the client tries another worker (README §7).
                 self.shed += 1
@@ -226,7 +232,8 @@ class Server:
             if self._cache is not None and not self._start_cached(request):
                 continue
             self.held += 1
-            token = object()  # a retry of a request held twice is held twice
+            self._holding.add(key)
+            token = object()
             self._unaccepted[token] = (request, trio.current_time() + self._accept_after)
             self._accept_due.unpark()
             nursery.start_soon(self._run_one, request, token)
@@ -294,6 +301,7 @@ class Server:
             raise
         finally:
             self.held -= 1
+            self._holding.discard(key)
             self._unaccepted.pop(token, None)
 
     def _error(self, exc: Exception) -> tuple[bytes, ...]:

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
@@ -96,8 +97,16 @@ async def serve(
         await trio.sleep_forever()
 
 
-async def run_client(port: int, count: int, pace: float, log: list[str]) -> dict[int, bytes]:
-    answers: dict[int, bytes] = {}
+async def run_client(
+    port: int,
+    count: int,
+    pace: float,
+    answers: dict[int, bytes],
+    *,
+    note: Callable[[str], None],
+    prefix: bytes = b"",
+) -> None:
+    """Send ``count`` numbered requests, one at a time, into ``answers``; ``note`` slow ones."""
     policy = RetryPolicy(attempt_timeout=2 * HEARTBEAT + 0.25, attempts=20)
     async with (
         open_node("bstar-client", port) as client_node,
@@ -106,15 +115,12 @@ async def run_client(port: int, count: int, pace: float, log: list[str]) -> dict
         await client_node.wait_for_peer(PRIMARY)
         for i in range(count):
             sent = trio.current_time()
-            reply = await client.request(b"request %d" % i)
+            reply = await client.request(prefix + b"request %d" % i)
             waited = trio.current_time() - sent
             answers[i] = reply[0]
             if waited > HEARTBEAT:
-                log.append(
-                    f"request {i} waited {waited:.2f} s (failover), answered by {client.current}"
-                )
+                note(f"request {i} waited {waited:.2f} s (failover), answered by {client.current}")
             await trio.sleep(pace)
-    return answers
 
 
 async def all_in_one(count: int, kill_at: int, pace: float) -> int:
@@ -150,7 +156,7 @@ async def all_in_one(count: int, kill_at: int, pace: float) -> int:
         answers: dict[int, bytes] = {}
 
         async def client_role() -> None:
-            answers.update(await run_client(port, count, pace, log))
+            await run_client(port, count, pace, answers, note=log.append)
 
         async with trio.open_nursery() as clients:
             clients.start_soon(client_role)
@@ -259,23 +265,16 @@ async def client_role(
 ) -> list[str]:
     """Numbered requests into ``answers``; the signal that stopped it early, if one did."""
     said: list[str] = []
-    policy = RetryPolicy(attempt_timeout=2 * HEARTBEAT + 0.25, attempts=20)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stop_on_signals, nursery.cancel_scope, said)
-        async with (
-            open_node("bstar-client", port) as node,
-            patterns.open_binary_star_client(node, PRIMARY, BACKUP, policy) as client,
-        ):
-            await node.wait_for_peer(PRIMARY)
-            for i in range(count):
-                sent = trio.current_time()
-                reply = await client.request(b"run %s request %d" % (run.encode(), i))
-                waited = trio.current_time() - sent
-                answers[i] = reply[0]
-                if waited > HEARTBEAT:
-                    by = client.current
-                    print(f"{clock()} request {i} waited {waited:.2f} s, answered by {by}")
-                await trio.sleep(pace)
+        await run_client(
+            port,
+            count,
+            pace,
+            answers,
+            note=lambda line: print(f"{clock()} {line}", flush=True),
+            prefix=b"run %s " % run.encode(),
+        )
         nursery.cancel_scope.cancel()
     return said
 

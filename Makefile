@@ -26,7 +26,7 @@ lint: $(STAMP)
 # the node and pattern tests again with every link over TCP, as between
 # processes: both paths stay covered.
 TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py tests/test_freelance.py \
-	tests/test_lazy_pirate.py \
+	tests/test_lazy_pirate.py tests/test_titanic.py \
 	tests/test_services.py tests/test_bstar.py
 
 pytest: $(STAMP) java zyre
@@ -65,6 +65,7 @@ bench: $(STAMP) zyre
 		--json benchmarks/results/forged_beacons_60s.json
 	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
 	$(BIN)/python benchmarks/bench_freelance.py --json benchmarks/results/freelance.json
+	$(BIN)/python benchmarks/bench_titanic.py --json benchmarks/results/titanic.json
 	$(BIN)/python benchmarks/bench_services_load.py --json benchmarks/results/services_load.json
 	$(BIN)/python benchmarks/bench_services_load.py --kill --json benchmarks/results/services_load_kill.json
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \

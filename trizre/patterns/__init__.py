@@ -12,6 +12,8 @@ cancel scope; retry behaviour is a :class:`RetryPolicy`.
 * Binary Star: :func:`open_binary_star_server` + :func:`open_binary_star_client`.
 * Freelance (brokerless, several servers, failover or shotgun):
   :func:`open_freelance_client` + :func:`open_server`.
+* Titanic (disconnected, disk-backed requests): :func:`open_titanic` +
+  :func:`open_titanic_client`, workers as for services.
 """
 
 from ._bstar import BinaryStarServer, DuplicateServer, open_binary_star_server
@@ -37,7 +39,8 @@ from ._clients import (
 )
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
 from ._protocol import PatternDecodeError, Reply, Request, Status
-from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
+from ._server import Handler, IncomingRequest, ReplyCache, ReplyWith, Server, open_server
+from ._titanic import Titanic, TitanicClient, TitanicUnknown, open_titanic, open_titanic_client
 
 __all__ = [
     "BinaryStarClient",
@@ -55,6 +58,7 @@ __all__ = [
     "RemoteError",
     "Reply",
     "ReplyCache",
+    "ReplyWith",
     "Request",
     "RequestAbandoned",
     "RetryPolicy",
@@ -64,6 +68,9 @@ __all__ = [
     "SplitBrain",
     "State",
     "Status",
+    "Titanic",
+    "TitanicClient",
+    "TitanicUnknown",
     "Transition",
     "freelance_choice",
     "open_binary_star_client",
@@ -72,4 +79,6 @@ __all__ = [
     "open_lazy_pirate_client",
     "open_server",
     "open_service_client",
+    "open_titanic",
+    "open_titanic_client",
 ]

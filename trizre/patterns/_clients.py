@@ -106,6 +106,7 @@ async def _request(
     target: Callable[[int, _Pending], UUID | None],
     describe: str,
     pattern: str,
+    request_id: int | None = None,
 ) -> tuple[bytes, ...]:
     """The retry loop every client shares.
 
@@ -113,7 +114,8 @@ async def _request(
     while there is none).  A timeout or a 503 refusal ends the attempt;
     any other non-200 status raises :class:`RemoteError` at once.
     """
-    request_id = new_request_id()
+    if request_id is None:
+        request_id = new_request_id()
     # encode rejects frames that are not bytes (TypeError) before anything waits
     message = proto.encode(proto.Request(request_id, service, tuple(frames)))
     async with router.in_flight:  # backpressure: at most max_in_flight at once
@@ -340,8 +342,16 @@ class ServiceClient:
             )
         return choice
 
-    async def request(self, service: str, *frames: bytes) -> tuple[bytes, ...]:
+    async def request(
+        self, service: str, *frames: bytes, request_id: int | None = None
+    ) -> tuple[bytes, ...]:
         """Send a request to ``service`` and return the reply's frames.
+
+        ``request_id`` (a 64-bit number) makes the request's id stable, for
+        a caller that may send the same request again after a restart, to
+        a worker whose ``ReplyCache(per_client=False)`` then runs it once;
+        ``None`` (the default) picks a random one.  An id already in flight
+        from this client, or outside 64 bits, raises ``ValueError``.
 
         ``mmi.*`` services are answered locally (see :meth:`mmi`).  Raises
         :class:`RequestAbandoned` when no worker answered within
@@ -365,6 +375,7 @@ class ServiceClient:
             target=lambda _attempt, pending: self._choose(service, pending),
             describe=f"service {service!r}",
             pattern=kinds.SERVICE,
+            request_id=request_id,
         )
 
     def mmi(self, query: str, *args: bytes) -> int:

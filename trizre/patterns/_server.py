@@ -24,6 +24,7 @@ __all__ = [
     "Handler",
     "IncomingRequest",
     "ReplyCache",
+    "ReplyWith",
     "Server",
     "check_service_name",
     "open_server",
@@ -42,6 +43,25 @@ class IncomingRequest:
     request_id: int
     service: str
     body: tuple[bytes, ...]
+
+
+class ReplyWith(Exception):
+    """Raise it in a handler to answer with ``status`` and ``frames`` instead of 200.
+
+    For statuses the application defines (Titanic's 300 "pending", 404 for
+    a record that does not exist, ...).  Not logged as a failure.  Bad
+    input: a status outside 0..65535 or a frame that is not ``bytes``
+    raises ``ValueError`` or ``TypeError`` here.
+    """
+
+    def __init__(self, status: int, *frames: bytes) -> None:
+        if not (isinstance(status, int) and 0 <= status <= 0xFFFF):
+            raise ValueError(f"a status is 0..65535, got {status!r}")
+        if not all(isinstance(f, bytes) for f in frames):
+            raise TypeError("reply frames are bytes")
+        super().__init__(status)
+        self.status = status
+        self.frames = frames
 
 
 Handler = Callable[[IncomingRequest], Awaitable[bytes | Sequence[bytes]]]
@@ -72,27 +92,39 @@ class ReplyCache:
     """Remembers replies by (client, request id) so a retried request runs once.
 
     Opt-in, for non-idempotent services: a retry of a request that is still
-    running is ignored (its reply will come), a retry of a finished one
-    gets the stored reply again without running the handler.  Entries are
-    dropped beyond ``max_entries`` (oldest first) or after ``max_age``
+    held is answered ACCEPTED (its reply will come), a retry of a finished
+    one gets the stored reply again without running the handler.  Entries
+    are dropped beyond ``max_entries`` (oldest first) or after ``max_age``
     seconds; a retry that arrives later than that runs again.
+
+    ``per_client=False`` keys by request id alone: for clients that give
+    their requests stable ids and may come back as another node (Titanic,
+    restarted, asks again with a new UUID).  Ids must then be unique
+    across clients (random 64-bit ids are).
 
     Bad input: ``max_entries < 1`` or a non-positive ``max_age`` raises
     ``ValueError``.
     """
 
-    def __init__(self, max_entries: int = 10_000, max_age: float = 300.0) -> None:
+    def __init__(
+        self, max_entries: int = 10_000, max_age: float = 300.0, *, per_client: bool = True
+    ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         if not (max_age > 0 and math.isfinite(max_age)):
             raise ValueError(f"max_age must be a positive number of seconds, got {max_age}")
         self.max_entries = max_entries
         self.max_age = max_age
-        self._entries: OrderedDict[tuple[UUID, int], tuple[float, object]] = OrderedDict()
+        self.per_client = per_client
+        self._entries: OrderedDict[tuple[UUID | None, int], tuple[float, object]] = OrderedDict()
         self.hits = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def key(self, request: IncomingRequest) -> tuple[UUID | None, int]:
+        """What this cache knows ``request`` by."""
+        return (request.peer if self.per_client else None, request.request_id)
 
     def _expire(self, now: float) -> None:
         entries = self._entries
@@ -101,7 +133,7 @@ class ReplyCache:
         ):
             entries.popitem(last=False)
 
-    def lookup(self, key: tuple[UUID, int], now: float) -> proto.Reply | object | None:
+    def lookup(self, key: tuple[UUID | None, int], now: float) -> proto.Reply | object | None:
         """The stored reply; a marker object while the request is still running;
         ``None`` if never seen or forgotten.  ``hits`` counts stored replies found.
         """
@@ -113,19 +145,19 @@ class ReplyCache:
             self.hits += 1
         return entry[1]
 
-    def start(self, key: tuple[UUID, int], now: float) -> None:
+    def start(self, key: tuple[UUID | None, int], now: float) -> None:
         """Mark ``key`` as running (the newest entry)."""
         self._entries[key] = (now, _IN_PROGRESS)
         self._entries.move_to_end(key)
         self._expire(now)
 
-    def finish(self, key: tuple[UUID, int], reply: proto.Reply, now: float) -> None:
+    def finish(self, key: tuple[UUID | None, int], reply: proto.Reply, now: float) -> None:
         if key in self._entries:
             self._entries[key] = (now, reply)
             self._entries.move_to_end(key)
         self._expire(now)
 
-    def forget(self, key: tuple[UUID, int]) -> None:
+    def forget(self, key: tuple[UUID | None, int]) -> None:
         self._entries.pop(key, None)
 
 
@@ -262,7 +294,7 @@ class Server:
     def _start_cached(self, request: IncomingRequest) -> bool:
         """Consult the reply cache: False when the request must not run (again)."""
         assert self._cache is not None
-        key = (request.peer, request.request_id)
+        key = self._cache.key(request)
         cached = self._cache.lookup(key, trio.current_time())
         if isinstance(cached, proto.Reply):
             self._trace(kinds.DEDUPE_HIT, request)
@@ -277,6 +309,7 @@ class Server:
 
     async def _run_one(self, request: IncomingRequest, token: object) -> None:
         key = (request.peer, request.request_id)
+        cache_key = self._cache.key(request) if self._cache is not None else key
         try:
             async with self._limiter:
                 self.executed += 1
@@ -284,6 +317,8 @@ class Server:
                 try:
                     frames = _as_frames(await self._handler(request))
                     reply = proto.Reply(request.request_id, proto.Status.OK, frames)
+                except ReplyWith as answer:
+                    reply = proto.Reply(request.request_id, answer.status, answer.frames)
                 except Exception as exc:
                     log.error(
                         "handler failed on request %#x from %s",
@@ -293,11 +328,11 @@ class Server:
                     )
                     reply = proto.Reply(request.request_id, proto.Status.ERROR, self._error(exc))
             if self._cache is not None:
-                self._cache.finish(key, reply, trio.current_time())
+                self._cache.finish(cache_key, reply, trio.current_time())
             self._queue(request, reply)
         except BaseException:
             if self._cache is not None:
-                self._cache.forget(key)  # not finished: a retry must run it
+                self._cache.forget(cache_key)  # not finished: a retry must run it
             raise
         finally:
             self.held -= 1

@@ -288,3 +288,27 @@ async def test_a_handler_answers_its_own_status_with_reply_with(
         patterns.ReplyWith(70000)
     with pytest.raises(TypeError):
         patterns.ReplyWith(404, "text")  # type: ignore[arg-type]
+
+
+async def test_titanic_takes_requests_while_no_worker_exists_beyond_its_dispatch_slots(
+    tmp_path: Path,
+) -> None:
+    """The disk is the queue: 30 requests with 2 dispatch slots and no worker, then a worker."""
+    port = free_udp_port()
+    ran: Counter[bytes] = Counter()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("titanic", beacon_port=port, **FAST) as tnode,
+            patterns.open_titanic(tnode, tmp_path / "t.db", max_dispatch=2, policy=QUICK) as t,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_titanic_client(cli) as client,
+        ):
+            ids = [await client.submit("echo", b"%d" % i) for i in range(30)]
+            assert t.accepted == 30 and t.in_flight == 2
+            async with (
+                trizre.open_node("worker", beacon_port=port, **FAST) as wnode,
+                patterns.open_server(wnode, counting(ran), service="echo"),
+            ):
+                for i, titanic_id in enumerate(ids):
+                    assert await client.result(titanic_id) == (b"done %d" % i,)
+    assert len(ran) == 30 and set(ran.values()) == {1}

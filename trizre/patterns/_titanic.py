@@ -107,9 +107,10 @@ class _Store:
             )
         return titanic_id
 
-    def pending(self) -> list[tuple[str, str, tuple[bytes, ...]]]:
+    def pending(self, limit: int = -1) -> list[tuple[str, str, tuple[bytes, ...]]]:
         rows = self._db.execute(
-            "SELECT id, service, body FROM requests WHERE status IS NULL ORDER BY rowid"
+            "SELECT id, service, body FROM requests WHERE status IS NULL ORDER BY rowid LIMIT ?",
+            (limit,),
         ).fetchall()
         return [(row[0], row[1], _unpack(row[2])) for row in rows]
 
@@ -156,10 +157,10 @@ class Titanic:
         self._store = store
         self._client = client
         self._disk = trio.CapacityLimiter(1)  # one SQLite call at a time
-        self._dispatch = trio.CapacityLimiter(max_dispatch)
+        self._max_dispatch = max_dispatch
         self._dispatching: set[str] = set()
-        self._new: trio.MemorySendChannel[tuple[str, str, tuple[bytes, ...]]]
-        self._new, self._arrivals = trio.open_memory_channel(max_dispatch)
+        # Set when a request arrives or a dispatch slot frees: look at the disk again.
+        self._more = trio.Event()
 
     async def _on_disk(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
@@ -177,7 +178,7 @@ class Titanic:
             raise ReplyWith(BAD, f"titanic.request: {exc}".encode()) from None
         titanic_id = await self._on_disk(self._store.accept, service, request.body[1:])
         self.accepted += 1
-        await self._new.send((titanic_id, service, request.body[1:]))
+        self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
         return [titanic_id.encode()]
 
     async def _reply(self, request: IncomingRequest) -> list[bytes]:
@@ -193,26 +194,30 @@ class Titanic:
     # ------------------------------------------------------------ dispatcher
 
     async def _dispatcher(self, nursery: trio.Nursery) -> None:
-        for item in await self._on_disk(self._store.pending):
-            await self._start(nursery, item)
-        async for item in self._arrivals:
-            await self._start(nursery, item)
+        """Keep up to ``max_dispatch`` of the oldest pending requests in flight.
 
-    async def _start(self, nursery: trio.Nursery, item: tuple[str, str, tuple[bytes, ...]]) -> None:
-        if item[0] in self._dispatching:
-            return
-        await self._dispatch.acquire_on_behalf_of(item[0])
-        self._dispatching.add(item[0])
-        nursery.start_soon(self._deliver, *item)
+        The disk is the queue: what is pending is read from it (at start,
+        when a request arrives, when a slot frees), so nothing accepted can
+        be missed, however many arrive while every slot is busy.
+        """
+        while True:
+            self._more = trio.Event()
+            free = self._max_dispatch - len(self._dispatching)
+            if free > 0:
+                # The oldest first; those in flight are among them, hence the margin.
+                rows = await self._on_disk(self._store.pending, free + len(self._dispatching))
+                for titanic_id, service, frames in rows:
+                    if titanic_id not in self._dispatching and free > 0:
+                        free -= 1
+                        self._dispatching.add(titanic_id)
+                        nursery.start_soon(self._deliver, titanic_id, service, frames)
+            await self._more.wait()
 
     async def _deliver(self, titanic_id: str, service: str, frames: tuple[bytes, ...]) -> None:
         """Send one stored request until a worker answers; store the answer."""
         self.in_flight += 1
         backoff = 0.5
         try:
-            stored, _ = await self._on_disk(self._store.lookup, titanic_id)
-            if stored != PENDING:
-                return  # answered meanwhile (queued twice: at a restart, and as it arrived)
             while True:
                 try:
                     reply = await self._client.request(
@@ -237,7 +242,7 @@ class Titanic:
         finally:
             self.in_flight -= 1
             self._dispatching.discard(titanic_id)
-            self._dispatch.release_on_behalf_of(titanic_id)
+            self._more.set()
 
 
 def _id(request: IncomingRequest) -> str:

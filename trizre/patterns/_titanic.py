@@ -143,7 +143,7 @@ class _Store:
 
 @final
 class Titanic:
-    """A running Titanic service: what :func:`open_titanic` yields.
+    """A running Titanic service: what :func:`open_titanic` yields (never made directly).
 
     Counters, for tests and monitoring: ``accepted`` requests stored,
     ``completed`` answered by a worker, ``in_flight`` being dispatched now.

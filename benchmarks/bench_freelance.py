@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
 from benchmarks.bench_forged_beacons import free_udp_port
+from benchmarks.processes import python_processes
 from trizre import patterns
 
-ROOT = Path(__file__).resolve().parent.parent
 SERVER = """
 import sys
 import trio, trizre
@@ -72,27 +70,14 @@ async def case(port: int, names: list[str], model: str, requests: int) -> dict[s
 
 async def run(requests: int) -> list[dict[str, Any]]:
     port = free_udp_port()
-    folder = Path(tempfile.mkdtemp(prefix="trizre-bench-"))
-    script = folder / "server.py"
-    script.write_text(SERVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     names = ["s1", "s2", "s3"]
-    procs = [
-        await trio.lowlevel.open_process([sys.executable, str(script), str(port), n], env=env)
-        for n in names
-    ]
-    try:
+    async with python_processes(SERVER, [[str(port), name] for name in names]):
         return [
             await case(port, names[:1], "failover", requests),
             await case(port, names, "failover", requests),
             await case(port, names[:1], "shotgun", requests),
             await case(port, names, "shotgun", requests),
         ]
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            await proc.wait()
 
 
 def main() -> int:

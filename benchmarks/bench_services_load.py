@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -28,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
 from benchmarks.bench_forged_beacons import free_udp_port
+from benchmarks.processes import python_processes
 from trizre import patterns
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKER = """
 import json, sys
 import trio, trizre
@@ -55,52 +54,39 @@ trio.run(main)
 async def run(requests: int, handler: float, kill: bool) -> dict[str, Any]:
     port = free_udp_port()
     folder = Path(tempfile.mkdtemp(prefix="trizre-bench-"))
-    script = folder / "worker.py"
-    script.write_text(WORKER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     logs = [folder / f"w{i}.jsonl" for i in range(3)]
-    procs = []
-    for i, log in enumerate(logs):
-        with log.open("w") as out:
-            argv = [sys.executable, str(script), str(port), f"w{i}", str(handler)]
-            procs.append(await trio.lowlevel.open_process(argv, stdout=out, env=env))
     waits: list[float] = []
     failed = 0
-    try:
-        async with (
-            trizre.open_node("client", interface="lo", beacon_port=port, local_links=False) as node,
-            patterns.open_service_client(node) as client,
-        ):
-            with trio.fail_after(60):
-                await client.wait_for_service("work", 3)
-            start = trio.current_time()
+    argvs = [[str(port), f"w{i}", str(handler)] for i in range(3)]
+    async with (
+        python_processes(WORKER, argvs, logs) as procs,
+        trizre.open_node("client", interface="lo", beacon_port=port, local_links=False) as node,
+        patterns.open_service_client(node) as client,
+    ):
+        with trio.fail_after(60):
+            await client.wait_for_service("work", 3)
+        start = trio.current_time()
 
-            async def one(i: int) -> None:
-                nonlocal failed
-                began = trio.current_time()
-                try:
-                    await client.request("work", b"%d" % i)
-                except patterns.PatternError:
-                    failed += 1
-                waits.append(trio.current_time() - began)
+        async def one(i: int) -> None:
+            nonlocal failed
+            began = trio.current_time()
+            try:
+                await client.request("work", b"%d" % i)
+            except patterns.PatternError:
+                failed += 1
+            waits.append(trio.current_time() - began)
 
-            async def killer() -> None:
-                await trio.sleep(1.0)
-                procs[0].send_signal(signal.SIGKILL)
+        async def killer() -> None:
+            await trio.sleep(1.0)
+            procs[0].send_signal(signal.SIGKILL)
 
-            with trio.fail_after(600):
-                async with trio.open_nursery() as nursery:
-                    if kill:
-                        nursery.start_soon(killer)
-                    for i in range(requests):
-                        nursery.start_soon(one, i)
-            elapsed = trio.current_time() - start
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.terminate()
-        for proc in procs:
-            await proc.wait()
+        with trio.fail_after(600):
+            async with trio.open_nursery() as nursery:
+                if kill:
+                    nursery.start_soon(killer)
+                for i in range(requests):
+                    nursery.start_soon(one, i)
+        elapsed = trio.current_time() - start
     started: Counter[str] = Counter()
     done: Counter[str] = Counter()
     for log in logs:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import tempfile
@@ -31,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
 from benchmarks.bench_forged_beacons import free_udp_port
+from benchmarks.processes import python_processes
 from trizre import patterns
 from trizre.patterns._titanic import _pack
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKER = """
 import sys
 import trio, trizre
@@ -75,46 +74,34 @@ def store_rate(synchronous: str, group: int, n: int) -> float:
 async def end_to_end(requests: int) -> dict[str, Any]:
     port = free_udp_port()
     folder = Path(tempfile.mkdtemp(prefix="trizre-bench-"))
-    script = folder / "worker.py"
-    script.write_text(WORKER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    workers = [
-        await trio.lowlevel.open_process([sys.executable, str(script), str(port), f"w{i}"], env=env)
-        for i in range(4)
-    ]
-    try:
-        async with (
-            trizre.open_node("titanic", interface="lo", beacon_port=port, local_links=False) as t,
-            patterns.open_titanic(t, folder / "titanic.db", max_dispatch=64) as titanic,
-            trizre.open_node("client", interface="lo", beacon_port=port, local_links=False) as c,
-            patterns.open_titanic_client(c) as client,
-        ):
-            with trio.fail_after(60):
-                async with patterns.open_service_client(t) as probe:
-                    await probe.wait_for_service("echo", 4)
-            ids: list[str] = []
-            start = trio.current_time()
-            limit = trio.CapacityLimiter(50)
+    async with (
+        python_processes(WORKER, [[str(port), f"w{i}"] for i in range(4)]),
+        trizre.open_node("titanic", interface="lo", beacon_port=port, local_links=False) as t,
+        patterns.open_titanic(t, folder / "titanic.db", max_dispatch=64) as titanic,
+        trizre.open_node("client", interface="lo", beacon_port=port, local_links=False) as c,
+        patterns.open_titanic_client(c) as client,
+    ):
+        with trio.fail_after(60):
+            async with patterns.open_service_client(t) as probe:
+                await probe.wait_for_service("echo", 4)
+        ids: list[str] = []
+        start = trio.current_time()
+        limit = trio.CapacityLimiter(50)
 
-            async def submit(i: int) -> None:
-                async with limit:
-                    ids.append(await client.submit("echo", b"%d" % i))
+        async def submit(i: int) -> None:
+            async with limit:
+                ids.append(await client.submit("echo", b"%d" % i))
 
+        async with trio.open_nursery() as nursery:
+            for i in range(requests):
+                nursery.start_soon(submit, i)
+        accepted = trio.current_time() - start
+        with trio.fail_after(300):
             async with trio.open_nursery() as nursery:
-                for i in range(requests):
-                    nursery.start_soon(submit, i)
-            accepted = trio.current_time() - start
-            with trio.fail_after(300):
-                async with trio.open_nursery() as nursery:
-                    for titanic_id in ids:
-                        nursery.start_soon(client.result, titanic_id)
-            done = trio.current_time() - start
-            assert titanic.completed == requests
-    finally:
-        for proc in workers:
-            proc.terminate()
-        for proc in workers:
-            await proc.wait()
+                for titanic_id in ids:
+                    nursery.start_soon(client.result, titanic_id)
+        done = trio.current_time() - start
+        assert titanic.completed == requests
     return {
         "requests": requests,
         "accepted_per_s": round(requests / accepted),

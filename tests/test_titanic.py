@@ -312,3 +312,39 @@ async def test_titanic_takes_requests_while_no_worker_exists_beyond_its_dispatch
                 for i, titanic_id in enumerate(ids):
                     assert await client.result(titanic_id) == (b"done %d" % i,)
     assert len(ran) == 30 and set(ran.values()) == {1}
+
+
+async def test_a_request_still_running_for_a_client_that_died_reaches_its_successor() -> None:
+    """per_client=False: a new node asks under the same id while the first run goes on."""
+    port = free_udp_port()
+    started = trio.Event()
+    ran = 0
+
+    async def slow(request: IncomingRequest) -> bytes:
+        nonlocal ran
+        ran += 1
+        started.set()
+        await trio.sleep(0.5)
+        return b"paid"
+
+    with trio.fail_after(30):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(
+                w, slow, service="pay", reply_cache=patterns.ReplyCache(per_client=False)
+            ),
+        ):
+            async with (
+                trizre.open_node("first", beacon_port=port, **FAST) as node,
+                patterns.open_service_client(node) as client,
+                trio.open_nursery() as nursery,
+            ):
+                nursery.start_soon(lambda: client.request("pay", request_id=7))
+                await started.wait()
+                nursery.cancel_scope.cancel()  # the first client dies mid-request
+            async with (
+                trizre.open_node("second", beacon_port=port, **FAST) as node,
+                patterns.open_service_client(node, RetryPolicy(0.3, 10)) as client,
+            ):
+                assert await client.request("pay", request_id=7) == (b"paid",)
+    assert ran == 1

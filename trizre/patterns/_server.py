@@ -195,7 +195,6 @@ class Server:
         self.replied = 0
         self.refused = 0
         self.shed = 0
-        self.held = 0
         self._handler = handler
         self._cache = reply_cache
         self._gate = gate
@@ -209,10 +208,15 @@ class Server:
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted]] = deque()
         self._outbox_ready = trio.lowlevel.ParkingLot()
         # Held requests not yet answered ACCEPTED, oldest first, with when they are due.
-        self._unaccepted: dict[object, tuple[IncomingRequest, float]] = {}
+        self._unaccepted: dict[tuple[UUID, int], tuple[IncomingRequest, float]] = {}
         self._accept_after = accept_after
         self._accept_due = trio.lowlevel.ParkingLot()
         self._holding: set[tuple[UUID, int]] = set()  # (client, request id) held here
+
+    @property
+    def held(self) -> int:
+        """Requests held now: running, or waiting for a free handler."""
+        return len(self._holding)
 
     def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
         if (tracer := self.node.tracer) is not None:
@@ -225,10 +229,11 @@ class Server:
             )
 
     async def _serve(self, nursery: trio.Nursery) -> None:
-        """Read requests for us, say ACCEPTED and start a handler for each.
+        """Read requests for us and start a handler for each (the limiter queues them).
 
-        It never waits for a free handler: a request waiting here is
-        accepted at once, so its client stops timing it (README §5.4).
+        It never waits for a free handler: a request held here is answered
+        ACCEPTED by :meth:`_accept` if it is not answered within
+        ``accept_after``, so its client stops timing it (README §5.4).
         """
         async for event in self._events:
             if not isinstance(event, Whisper):
@@ -263,12 +268,10 @@ class Server:
                 continue
             if self._cache is not None and not self._start_cached(request):
                 continue
-            self.held += 1
             self._holding.add(key)
-            token = object()
-            self._unaccepted[token] = (request, trio.current_time() + self._accept_after)
+            self._unaccepted[key] = (request, trio.current_time() + self._accept_after)
             self._accept_due.unpark()
-            nursery.start_soon(self._run_one, request, token)
+            nursery.start_soon(self._run_one, request)
 
     async def _accept(self) -> None:
         """Say ACCEPTED for each request held ``accept_after`` without a reply.
@@ -280,11 +283,11 @@ class Server:
         while True:
             while not unaccepted:
                 await self._accept_due.park()
-            token, (request, due) = next(iter(unaccepted.items()))
+            key, (request, due) = next(iter(unaccepted.items()))
             if trio.current_time() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
                 continue
-            del unaccepted[token]
+            del unaccepted[key]
             self._queue(request, proto.Accepted(request.request_id))
 
     def _queue(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
@@ -301,13 +304,14 @@ class Server:
             self._queue(request, cached)
             return False
         if cached is not None:
-            # Still held here: say so again; its reply will answer the retry too.
-            self._queue(request, proto.Accepted(request.request_id))
+            # Running for another client (per_client=False: a Titanic that
+            # restarted asks again). Its reply goes to the first one; this
+            # one gets no ACCEPTED, so it asks again, and finds it stored.
             return False
         self._cache.start(key, trio.current_time())
         return True
 
-    async def _run_one(self, request: IncomingRequest, token: object) -> None:
+    async def _run_one(self, request: IncomingRequest) -> None:
         key = (request.peer, request.request_id)
         cache_key = self._cache.key(request) if self._cache is not None else key
         try:
@@ -335,9 +339,8 @@ class Server:
                 self._cache.forget(cache_key)  # not finished: a retry must run it
             raise
         finally:
-            self.held -= 1
             self._holding.discard(key)
-            self._unaccepted.pop(token, None)
+            self._unaccepted.pop(key, None)
 
     def _error(self, exc: Exception) -> tuple[bytes, ...]:
         """A 500's body: the exception's type and message, unless hidden."""

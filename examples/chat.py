@@ -13,7 +13,7 @@ use tcp:// endpoints of addresses the others can reach:
     python examples/chat.py alice --serve-gossip ipc:///tmp/trizre-chat
     python examples/chat.py bob --gossip ipc:///tmp/trizre-chat
 
-Scripted, three people in one process, for a quick look (``make demo``):
+Scripted, three people in one process, for a quick look:
 
     python examples/chat.py --demo
 """

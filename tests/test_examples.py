@@ -181,3 +181,41 @@ def test_leaders_example_elects_and_elects_again() -> None:
     assert lines[1] == f"{first} leaves workers"
     assert " agree: " in lines[2] and lines[2].endswith(" leads now")
     assert first not in lines[2]
+
+
+def test_bstar_pair_backup_crashed_and_restarted_is_followed_before_the_dead_one_expires(
+    tmp_path: Path,
+) -> None:
+    """kill -9 the backup and start another: the primary takes up the new one.
+
+    The dead backup stays present until it expires (30 s by default); the
+    primary follows a partner only while it is responsive, so the new
+    backup hears it and goes PASSIVE once the dead one goes quiet (5 s),
+    well inside the 25 s allowed here.
+    """
+    port = str(free_udp_port())
+    script = [sys.executable, "-u", str(ROOT / "examples" / "bstar_pair.py"), "--port", port]
+    script += ["--ledger", str(tmp_path)]
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(role: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [*script, "--role", role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        return proc
+
+    try:
+        primary, backup = start("primary"), start("backup")
+        assert primary.stdout is not None and backup.stdout is not None
+        assert _read_until(backup.stdout, "backup: now PASSIVE (on peer active)", timeout=20)
+        backup.kill()
+        backup.wait()
+        again = start("backup")
+        assert again.stdout is not None
+        assert _read_until(again.stdout, "backup: now PASSIVE (on peer active)", timeout=25)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

@@ -104,12 +104,22 @@ class BinaryStarServer:
             while True:
                 message = proto.encode(proto.State(self._fsm.state.value))
                 pinned = self._partner_peer
-                for peer in [pinned] if pinned else self.node.find_peers(self.partner):
+                targets = self.node.find_peers(self.partner)
+                if pinned is not None and self._responsive(pinned):
+                    targets = [pinned]
+                for peer in targets:
                     try:
                         await self.node.whisper(peer, *message)
                     except NodeError as exc:
                         log.debug("state to %s not sent: %s", peer, exc)
                 await trio.sleep(self._fsm.heartbeat)
+
+    def _responsive(self, peer: UUID) -> bool:
+        """Present and not evasive or silent."""
+        try:
+            return self.node.peer_is_responsive(peer)
+        except NodeError:  # UnknownPeer: gone
+            return False
 
     def _namesake(self, peer: UUID) -> None:
         """Another node has our name: refuse to start, or say so if we are serving."""
@@ -142,7 +152,9 @@ class BinaryStarServer:
                 continue
             if not isinstance(event, Whisper) or event.name != self.partner:
                 continue
-            if self._partner_peer is None:
+            if self._partner_peer is None or not self._responsive(self._partner_peer):
+                # The first heard, or a successor of one gone quiet (a crash
+                # and restart: the dead one stays present until it expires).
                 self._partner_peer = event.peer
             elif event.peer != self._partner_peer:
                 if event.peer not in self._warned:

@@ -23,25 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
 from benchmarks.bench_forged_beacons import free_udp_port
-from benchmarks.processes import python_processes
+from benchmarks.processes import ECHO_SERVER, python_processes
 from trizre import patterns
-
-SERVER = """
-import sys
-import trio, trizre
-from trizre import patterns
-
-port, name = int(sys.argv[1]), sys.argv[2]
-
-async def main():
-    async def echo(request):
-        return request.body
-    async with trizre.open_node(name, interface="lo", beacon_port=port, local_links=False) as node:
-        async with patterns.open_server(node, echo):
-            await trio.sleep_forever()
-
-trio.run(main)
-"""
 
 
 async def case(port: int, names: list[str], model: str, requests: int) -> dict[str, Any]:
@@ -71,7 +54,7 @@ async def case(port: int, names: list[str], model: str, requests: int) -> dict[s
 async def run(requests: int) -> list[dict[str, Any]]:
     port = free_udp_port()
     names = ["s1", "s2", "s3"]
-    async with python_processes(SERVER, [[str(port), name] for name in names]):
+    async with python_processes(ECHO_SERVER, [[str(port), name] for name in names]):
         return [
             await case(port, names[:1], "failover", requests),
             await case(port, names, "failover", requests),

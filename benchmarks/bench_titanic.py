@@ -30,26 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trizre
 from benchmarks.bench_forged_beacons import free_udp_port
-from benchmarks.processes import python_processes
+from benchmarks.processes import ECHO_SERVER, python_processes
 from trizre import patterns
 from trizre.patterns._titanic import _pack
-
-WORKER = """
-import sys
-import trio, trizre
-from trizre import patterns
-
-port, name = int(sys.argv[1]), sys.argv[2]
-
-async def main():
-    async def echo(request):
-        return request.body
-    async with trizre.open_node(name, interface="lo", beacon_port=port, local_links=False) as node:
-        async with patterns.open_server(node, echo, service="echo"):
-            await trio.sleep_forever()
-
-trio.run(main)
-"""
 
 
 def store_rate(synchronous: str, group: int, n: int) -> float:
@@ -75,7 +58,7 @@ async def end_to_end(requests: int) -> dict[str, Any]:
     port = free_udp_port()
     folder = Path(tempfile.mkdtemp(prefix="trizre-bench-"))
     async with (
-        python_processes(WORKER, [[str(port), f"w{i}"] for i in range(4)]),
+        python_processes(ECHO_SERVER, [[str(port), f"w{i}", "echo"] for i in range(4)]),
         trizre.open_node("titanic", interface="lo", beacon_port=port, local_links=False) as t,
         patterns.open_titanic(t, folder / "titanic.db", max_dispatch=64) as titanic,
         trizre.open_node("client", interface="lo", beacon_port=port, local_links=False) as c,

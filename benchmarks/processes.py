@@ -13,6 +13,25 @@ import trio
 
 ROOT = Path(__file__).resolve().parent.parent
 
+ECHO_SERVER = """
+import sys
+import trio, trizre
+from trizre import patterns
+
+port, name = int(sys.argv[1]), sys.argv[2]
+service = sys.argv[3] if len(sys.argv) > 3 else None
+
+async def main():
+    async def echo(request):
+        return request.body
+    async with trizre.open_node(name, interface="lo", beacon_port=port, local_links=False) as node:
+        async with patterns.open_server(node, echo, service=service):
+            await trio.sleep_forever()
+
+trio.run(main)
+"""
+"""An echo server: ``port name [service]`` (no service: it answers requests to it by name)."""
+
 
 @asynccontextmanager
 async def python_processes(

@@ -313,3 +313,13 @@ async def test_a_retry_of_a_held_request_is_not_run_again_even_without_a_cache()
             await client.wait_for_service("work")
             assert await client.request("work") == (b"once",)
     assert ran == 1 and server.executed == 1
+
+
+@pytest.mark.parametrize("hold", [0, -1.0, "1"])
+def test_a_hold_timeout_that_is_not_positive_seconds_is_refused(hold: object) -> None:
+    with pytest.raises(ValueError, match="hold_timeout"):
+        RetryPolicy(1.0, 3, hold_timeout=hold)  # type: ignore[arg-type]
+
+
+def test_no_hold_timeout_means_a_held_request_waits_for_its_server() -> None:
+    assert RetryPolicy().hold_timeout is None

@@ -302,7 +302,10 @@ def client_report(
         f"lost {len(lost)}, wrong answers {len(wrong)}, executed more than once {len(twice)} "
         f"(the servers' ledger: {ledger})"
     )
-    return 0 if not lost and not wrong and not twice else 1
+    # As the all-in-one run: the request in flight when a server is killed
+    # may have run there too (its reply died with it), so runs are reported,
+    # not failed on; answers must be whole and right.
+    return 0 if not lost and not wrong else 1
 
 
 def main() -> int:

@@ -150,7 +150,10 @@ def test_bstar_pair_roles_in_separate_processes(tmp_path: Path) -> None:
         primary.kill()
         out, err = client.communicate(timeout=60)
         assert client.returncode == 0, out + err
-        assert "lost 0, wrong answers 0, executed more than once 0" in out
+        # The request in flight at the kill may have run on the primary too
+        # (its reply died with it), as in the all-in-one test; no other may.
+        assert "lost 0, wrong answers 0, executed more than once " in out
+        assert int(out.split("executed more than once ")[1].split()[0]) <= 1
         answered = out.split("answered 150 (primary ")[1]
         assert int(answered.split(",")[0]) >= 20 and not answered.startswith("150")
         backup.send_signal(signal.SIGTERM)

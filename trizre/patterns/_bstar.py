@@ -10,6 +10,8 @@ so that clients move on.
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import final
@@ -41,6 +43,7 @@ class DuplicateServer(BinaryStarError):
 
 
 _UNDECIDED = (State.PRIMARY, State.BACKUP)
+_HISTORY = 20
 
 
 @final
@@ -65,6 +68,8 @@ class BinaryStarServer:
         self._partner_peer: UUID | None = None
         self._warned: set[UUID] = set()
         self._role = "primary" if fsm.state is State.PRIMARY else "backup"
+        # The last transitions, with wall-clock times, for watchers (trizre watch).
+        self._history: deque[tuple[float, str, str, str]] = deque(maxlen=_HISTORY)
 
     @property
     def failover_timeout(self) -> float:
@@ -82,6 +87,15 @@ class BinaryStarServer:
                 transition.event.name,
             )
             self.state.value = transition.new_state
+            self._history.append(
+                (
+                    time.time(),
+                    transition.old_state.name,
+                    transition.new_state.name,
+                    transition.event.name,
+                )
+            )
+            self._publish()
             if (tracer := self.node.tracer) is not None:
                 tracer.record(
                     kinds.BSTAR_STATE,
@@ -89,6 +103,19 @@ class BinaryStarServer:
                     state=transition.new_state.name,
                     event=transition.event.name,
                 )
+
+    def _publish(self) -> None:
+        """Tell watchers this server's state and its recent transitions."""
+        if self.server is None:
+            return
+        self.server.status.update(key="bstar", kind="bstar")
+        self.server.set_status(
+            role=self._role,
+            partner=self.partner,
+            state=self._fsm.state.name,
+            failover_timeout=self._fsm.failover_timeout,
+            transitions=[list(entry) for entry in self._history],
+        )
 
     def _gate(self, _request: IncomingRequest) -> int | None:
         transition = self._fsm.client_request(trio.current_time())
@@ -220,6 +247,7 @@ async def open_binary_star_server(
             trio.open_nursery() as nursery,
         ):
             star.server = server
+            star._publish()
             nursery.start_soon(star._listen, events)
             nursery.start_soon(star._heartbeat)
             try:

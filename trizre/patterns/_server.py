@@ -8,15 +8,16 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Final, final
+from typing import Any, Final, final
 from uuid import UUID
 
 import attrs
 import trio
 
 from .. import _trace as kinds
-from .._events import NodeError, Whisper
+from .._events import Join, NodeError, Whisper
 from .._node import Node
+from .._status import STATUS_GROUP, encode_status
 from .._util import unwrap_single_exception_group
 from . import _protocol as proto
 
@@ -212,6 +213,44 @@ class Server:
         self._accept_after = accept_after
         self._accept_due = trio.lowlevel.ParkingLot()
         self._holding: set[tuple[UUID, int]] = set()  # (client, request id) held here
+        # What watchers are told (trizre._status); None in the targets: the group.
+        self.status: dict[str, Any] = (
+            {"key": f"service:{service}", "kind": "service", "service": service}
+            if service
+            else {"key": "server", "kind": "server"}
+        )
+        self._status_to: set[UUID | None] = {None}
+        self._status_due = trio.lowlevel.ParkingLot()
+
+    def set_status(self, **fields: Any) -> None:
+        """Update what this server tells watchers, and tell them (``trizre watch``).
+
+        Fields must be JSON-encodable; ``key`` and ``kind`` are the server's.
+        """
+        fields.pop("key", None)
+        fields.pop("kind", None)
+        self.status.update(fields)
+        self._announce(None)
+
+    def _announce(self, to: UUID | None) -> None:
+        self._status_to.add(to)
+        self._status_due.unpark()
+
+    async def _send_status(self) -> None:
+        """Send the status to each watcher due it: all of them (a SHOUT) or one that joined."""
+        while True:
+            while not self._status_to:
+                await self._status_due.park()
+            targets, self._status_to = self._status_to, set()
+            frames = encode_status(self.status)
+            for target in targets:
+                try:
+                    if target is None:
+                        await self.node.shout(STATUS_GROUP, *frames)
+                    else:
+                        await self.node.whisper(target, *frames)
+                except (NodeError, trio.ClosedResourceError) as exc:
+                    log.debug("status not sent to %s: %s", target or STATUS_GROUP, exc)
 
     @property
     def held(self) -> int:
@@ -237,6 +276,8 @@ class Server:
         """
         async for event in self._events:
             if not isinstance(event, Whisper):
+                if isinstance(event, Join) and event.group == STATUS_GROUP:
+                    self._announce(event.peer)  # a watcher arrived
                 continue
             try:
                 message = proto.decode(event.frames)
@@ -475,6 +516,7 @@ async def open_server(
             nursery.start_soon(server._serve, nursery)
             nursery.start_soon(server._send_replies)
             nursery.start_soon(server._accept)
+            nursery.start_soon(server._send_status)
             try:
                 yield server
             finally:

@@ -70,6 +70,20 @@ async def test_two_nodes_meet_talk_and_part() -> None:
             await a_events.receive()
 
 
+async def test_ping_round_trips_between_nodes() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            peer = await a.wait_for_peer("b")
+            await b.wait_for_peer("a")
+            rtts = [await a.ping(peer) for _ in range(20)]
+            assert all(0 < rtt < 10 for rtt in rtts)
+            assert a.peer_is_responsive(peer)
+
+
 async def test_peer_groups_from_hello_and_case_sensitivity() -> None:
     port = free_udp_port()
     with trio.fail_after(10):

@@ -358,3 +358,56 @@ async def test_one_source_announcing_many_new_peers_is_throttled(
             await trio.sleep(1.0)
             _forge(node, 100)
             assert len(node._peers) == 64 + 20  # one second at 20 new peers a second
+
+
+async def test_ping_measures_the_round_trip_to_the_ping_ok(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw, trio.open_nursery() as nursery:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                assert isinstance(await raw.receive(), wire.Hello)
+                rtts: list[float] = []
+
+                async def ping() -> None:
+                    rtts.append(await node.ping(raw.uuid))
+
+                nursery.start_soon(ping)
+                assert isinstance(await raw.receive(), wire.Ping)
+                await trio.sleep(0.25)  # the peer takes its time to answer
+                await raw.send(wire.Whisper(raw.next_seq(), (b"not an answer",)))
+                await trio.sleep(0.5)
+                assert rtts == []
+                await raw.send(wire.PingOk(raw.next_seq()))
+            assert rtts == [0.75]
+
+
+async def test_ping_fails_when_the_peer_leaves_or_is_unknown(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            events = node.events()
+            with pytest.raises(trizre.UnknownPeer):
+                await node.ping(uuid.uuid4())
+            with pytest.raises(TypeError):
+                await node.ping("n")  # type: ignore[arg-type]
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                async with trio.open_nursery() as nursery:
+
+                    async def leave_later() -> None:
+                        await trio.sleep(1)
+                        await raw.send(wire.Goodbye(raw.next_seq()))
+
+                    nursery.start_soon(leave_later)
+                    with pytest.raises(trizre.PeerDisconnected, match="before answering"):
+                        await node.ping(raw.uuid)
+        with pytest.raises(trio.ClosedResourceError):
+            await node.ping(raw.uuid)

@@ -147,10 +147,10 @@ class UnknownPeer(NodeError, LookupError):
 
 
 class PeerDisconnected(NodeError):
-    """The peer went away while a send to it waited for room; it was not sent."""
+    """The peer went away while a send to it waited for room (it was not sent), or during a ping."""
 
-    def __init__(self, peer: uuid.UUID) -> None:
-        super().__init__(f"peer {peer} disconnected before the message could be queued")
+    def __init__(self, peer: uuid.UUID, message: str | None = None) -> None:
+        super().__init__(message or f"peer {peer} disconnected before the message could be queued")
         self.peer = peer
 
 

@@ -140,6 +140,8 @@ class Node:
         self._stopped = False
         self._presence_wakeup = trio.Event()
         self._peers_changed = RepeatedEvent()
+        self._pongs = RepeatedEvent()  # set on traffic while ping() waits
+        self._pinging = 0
         self._tracer: Tracer | None = None
         # Beacons seen before, by the discovery's key: None, nothing to do;
         # a peer, refresh its presence (beacons_refresh).
@@ -362,6 +364,37 @@ class Node:
             self._tracer.message(kinds.WHISPER_SENT, target.hex, seq)
         return True
 
+    async def ping(self, peer: UUID) -> float:
+        """Send a ZRE PING to a present peer, wait for its PING-OK; the round trip in seconds.
+
+        Every ZRE peer answers PING (zyre and pyre too), so this measures
+        the path and the peer's reader, nothing of the application.  PING-OK
+        carries no correlation, so concurrent pings of one peer may return
+        on the same answer.  Cancellation: the PING may still go out; its
+        PING-OK is ignored.  Raises :class:`UnknownPeer` if the peer is not
+        present, :class:`PeerDisconnected` if it leaves before answering,
+        ``trio.ClosedResourceError`` if the node stops, ``TypeError`` for
+        anything but a ``uuid.UUID``.  Bound the wait with
+        ``trio.fail_after``: a peer that never answers is waited for until
+        it expires.
+        """
+        session = self._present(peer)
+        protocol = session.protocol
+        answered = protocol.pongs
+        start = trio.current_time()
+        protocol.queue(wire.Ping(0, version=protocol.version))
+        session.flush()
+        self._pinging += 1
+        try:
+            while protocol.pongs == answered:
+                self._check_open()
+                if self._peers.get(peer) is not session:
+                    raise PeerDisconnected(peer, f"peer {peer} left before answering a ping")
+                await self._pongs.wait()
+        finally:
+            self._pinging -= 1
+        return trio.current_time() - start
+
     async def shout(self, group: str, *frames: bytes) -> None:
         """Send zero or more frames to every present peer in ``group``.
 
@@ -571,6 +604,8 @@ class Node:
             self._gossip.unpublish(node_id(peer.uuid))
         log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
         self._peers_changed.set()
+        if self._pinging:
+            self._pongs.set()
         return True
 
     def _scoped(self, endpoint: str) -> str:
@@ -804,6 +839,8 @@ class Node:
                 await self._elect(actions)
             elif type(event) is Leave and event.group in self._groups:
                 await self._member_left(event.group, peer)
+        if self._pinging:
+            self._pongs.set()
         if protocol.has_queued:
             peer.flush()  # a PING-OK
         if protocol.ended is not None:
@@ -1103,6 +1140,7 @@ class Node:
             return
         self._stopped = True
         self._peers_changed.set()  # waiters in wait_for_peer raise ClosedResourceError
+        self._pongs.set()
         if self._local is not None:
             unregister(self._uuid)
             self._local.close()

@@ -181,6 +181,7 @@ class PeerProtocol:
         "in_seq",
         "key",
         "name",
+        "pongs",
         "presence",
         "ready",
         "route",
@@ -218,6 +219,7 @@ class PeerProtocol:
         self.status = 0
         self.ready = False  # its HELLO arrived (Enter was reported)
         self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
+        self.pongs = 0  # PING-OKs received (Node.ping waits for the next)
         self.sent_seq = wire.INITIAL_SEQUENCE  # the last number the link took
         self.ended: ExitReason | None = None
         self.detail = ""
@@ -348,7 +350,8 @@ class PeerProtocol:
             except wire.DecodeError:
                 return _NOTHING  # counted, not understood: as an unknown command
             return (Ballot(group, candidate, isinstance(message, wire.Leader)),)
-        # PING-OK: the traffic itself was the point.
+        elif isinstance(message, wire.PingOk):
+            self.pongs += 1  # for presence the traffic itself was the point
         return _NOTHING
 
     def _in_sequence(self, seq: int, now: float) -> bool:

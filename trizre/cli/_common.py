@@ -37,7 +37,7 @@ class CommandError(Exception):
     """A failure the user can act on: printed as one line, exit code 1."""
 
 
-def _positive_seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -78,18 +78,18 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--name", help="this node's name (default: a random one)")
     group.add_argument(
-        "--beacon-interval", type=_positive_seconds, default=1.0, metavar="S", help="(default 1)"
+        "--beacon-interval", type=positive_seconds, default=1.0, metavar="S", help="(default 1)"
     )
     group.add_argument(
         "--evasive-timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=5.0,
         metavar="S",
         help="silence before a peer is pinged and shown evasive (default 5)",
     )
     group.add_argument(
         "--expired-timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=30.0,
         metavar="S",
         help="silence before a peer is removed (default 30)",
@@ -120,6 +120,17 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="CURVE: accept only the public keys in this directory (default: any key)",
     )
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped: peers' names and messages are theirs.
+
+    A peer could otherwise move the cursor, clear the screen or retitle
+    the terminal of whoever prints what it sent.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _say(message: str) -> None:
@@ -194,8 +205,15 @@ def open_command_node(
     return open_node(**node_kwargs(args, name))
 
 
-def run(command: Command, args: argparse.Namespace) -> int:
-    """Run *command* under Trio; Ctrl-C and SIGTERM stop it cleanly (130, 143)."""
+def run(
+    command: Command, args: argparse.Namespace, *, on_signal: Callable[[], int] | None = None
+) -> int:
+    """Run *command* under Trio; Ctrl-C and SIGTERM stop it cleanly.
+
+    The exit code is the command's, or on a signal ``on_signal()`` if
+    given (for commands that Ctrl-C ends normally, like ping), else 130
+    (SIGINT) or 143 (SIGTERM).
+    """
     signals: list[int] = []
 
     async def main() -> int:
@@ -232,6 +250,8 @@ def run(command: Command, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         # Ctrl-C before the receiver was installed, or after it returned.
         return EXIT_SIGINT
+    if signals and on_signal is not None:
+        return on_signal()
     if signals:
         return EXIT_SIGTERM if signals[0] == signal.SIGTERM else EXIT_SIGINT
     return code

@@ -7,7 +7,10 @@ interface the same way (``interface=None``), so both speak over the veth.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+import uuid
 
 import pytest
 
@@ -133,3 +136,20 @@ def test_two_trizre_nodes_across_the_pair(netns_pair: NetnsPair) -> None:
         assert _frames(b.expect_event("WHISPER", peer=a_id)) == []
         assert a.stop() == 0
         b.expect_event("EXIT", peer=a_id, timeout=5)
+
+
+def test_trizre_ping_and_peers_commands_with_pyre(netns_pair: NetnsPair) -> None:
+    """PING answered by pyre's PING-OK; pyre listed with its headers."""
+    p_ns, t_ns = netns_pair
+    with _pyre(p_ns, "pyre3") as pyre:
+        pyre.send({"cmd": "join", "group": "chat"})
+        cli = [sys.executable, "-m", "trizre"]
+        where = ["--interface", t_ns.interface]
+        ping = t_ns.run(
+            *cli, "ping", "pyre3", *where, "-c", "3", "-i", "0.2", "-W", "5", timeout=60
+        )
+        assert "3 sent, 3 answered, 0.0% lost" in ping.stdout, ping.stdout + ping.stderr
+        peers = t_ns.run(*cli, "peers", *where, "--wait", "3", "--json", timeout=60)
+        (seen,) = json.loads(peers.stdout)["peers"]
+        assert (seen["name"], seen["uuid"]) == ("pyre3", str(uuid.UUID(pyre.uuid)))
+        assert seen["headers"] == {"X-Impl": "pyre"} and seen["groups"] == ["chat"]

@@ -173,6 +173,79 @@ async def test_peers_lists_name_uuid_endpoint_groups_headers_presence() -> None:
             assert "X-ROLE=db" in text and "chat, ops" in text
 
 
+async def test_peers_by_gossip_and_with_curve(tmp_path: Path) -> None:
+    hub = f"ipc://{tmp_path}/hub"
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "hub", discovery="gossip", endpoint="tcp://127.0.0.1:*", gossip_bind=hub
+        ):
+            result = await trio.run_process(
+                [
+                    *GUARDED,
+                    "peers",
+                    "--gossip",
+                    hub,
+                    "--endpoint",
+                    "tcp://127.0.0.1:*",
+                    "--wait",
+                    "3",
+                    "--json",
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            assert result.returncode == 0, result.stderr
+            assert [p["name"] for p in json.loads(result.stdout)["peers"]] == ["hub"]
+    port = free_udp_port()
+    ours, theirs = trizre.Certificate.generate(), trizre.Certificate.generate()
+    ours.save(tmp_path / "ours")
+    theirs.public_only().save(tmp_path / "theirs.pub")
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node(
+                "secure", beacon_port=port, curve=theirs, curve_allow=trizre.CURVE_ALLOW_ANY, **FAST
+            ),
+            trizre.open_node("plain", beacon_port=port, **FAST),
+        ):
+            result = await trio.run_process(
+                [
+                    *GUARDED,
+                    "peers",
+                    *lo(port),
+                    "--curve",
+                    str(tmp_path / "ours"),
+                    "--curve-allow",
+                    "any",
+                    "--wait",
+                    "3",
+                    "--json",
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            assert result.returncode == 0, result.stderr
+            assert [p["name"] for p in json.loads(result.stdout)["peers"]] == ["secure"]
+    no_allow = cli("peers", "--interface", "lo", "--curve", str(tmp_path / "ours"))
+    assert no_allow.returncode == 1 and "--curve-allow" in no_allow.stderr
+    public_only = cli(
+        "peers",
+        "--interface",
+        "lo",
+        "--curve",
+        str(tmp_path / "theirs.pub"),
+        "--curve-allow",
+        "any",
+    )
+    assert public_only.returncode == 1 and "Traceback" not in public_only.stderr
+    assert public_only.stderr.count("\n") == 1, public_only.stderr
+    missing = cli(
+        "peers", "--interface", "lo", "--curve", str(tmp_path / "nothing"), "--curve-allow", "any"
+    )
+    assert missing.returncode == 1 and "cannot read the certificate" in missing.stderr
+
+
 async def test_peers_escapes_control_characters_in_what_peers_send() -> None:
     port = free_udp_port()
     with trio.fail_after(60):

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import trio
 
-from .. import Certificate, InterfaceError, open_node, select_interface, wire
+from .. import CURVE_ALLOW_ANY, Certificate, InterfaceError, open_node, select_interface, wire
 from .._interfaces import ENV_VAR
 from .._node import Node
 from .._util import unwrap_single_exception_group
@@ -76,9 +76,13 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help=f"UDP discovery port (default {wire.DISCOVERY_PORT}, ZRE's)",
     )
-    group.add_argument("--name", help="this node's name (default: a random one)")
+    group.add_argument("--name", help="this node's name (each command has a default)")
     group.add_argument(
-        "--beacon-interval", type=positive_seconds, default=1.0, metavar="S", help="(default 1)"
+        "--beacon-interval",
+        type=positive_seconds,
+        default=1.0,
+        metavar="S",
+        help="seconds between beacons (default 1)",
     )
     group.add_argument(
         "--evasive-timeout",
@@ -117,8 +121,9 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--curve-allow",
-        metavar="DIR",
-        help="CURVE: accept only the public keys in this directory (default: any key)",
+        metavar="DIR|any",
+        help="CURVE (required with --curve): accept only the public keys of the "
+        "certificates in DIR, or 'any' key",
     )
 
 
@@ -172,8 +177,9 @@ def node_kwargs(args: argparse.Namespace, name: str | None = None) -> dict[str, 
             kwargs["curve"] = Certificate.load(args.curve)
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read the certificate {args.curve}: {exc}") from None
-        if args.curve_allow is not None:
-            kwargs["curve_allow"] = args.curve_allow
+        if args.curve_allow is None:
+            raise CommandError("--curve needs --curve-allow DIR (trusted certificates) or 'any'")
+        kwargs["curve_allow"] = CURVE_ALLOW_ANY if args.curve_allow == "any" else args.curve_allow
     elif args.curve_allow is not None:
         raise CommandError("--curve-allow needs --curve")
     if "discovery" not in kwargs:

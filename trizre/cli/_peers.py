@@ -73,7 +73,9 @@ async def _peers(args: argparse.Namespace) -> int:
             peer["presence"],
         )
         table.add_row(*(Text(printable(cell)) for cell in cells))
-    Console(highlight=False, soft_wrap=False).print(table)
+    # Piped (grep, less): one line per peer, whatever the width.
+    width = None if sys.stdout.isatty() else 1000
+    Console(highlight=False, width=width).print(table)
     return 0
 
 

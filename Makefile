@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# What the demo needs (trio, pyzmq, attrs, trio-util, rich): no PySpark, no Java.
+BASE_STAMP := $(VENV)/.installed-base
 
 .PHONY: test lint typecheck pytest java zyre demo bench bench-audit audit docs fuzz clean
 
@@ -10,8 +12,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall whenever the project's metadata changes.
-$(STAMP): pyproject.toml | $(BIN)/python
+$(BASE_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): pyproject.toml $(BASE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,spark]'
 	touch $(STAMP)
 
@@ -51,7 +57,7 @@ java:
 zyre:
 	@bash scripts/build-zyre.sh || echo "warning: zyre was not built; the zyre interop tests will be skipped" >&2
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/python examples/bstar_pair.py
 
 bench: $(STAMP) zyre

@@ -3,7 +3,18 @@
 Start a node with :func:`open_node`, read its events with ``node.events()``,
 talk to peers with ``whisper``/``shout``, and to groups with ``join``/``leave``.
 The wire codec lives in :mod:`trizre.wire`.
+
+trizre runs on Linux only: it imports ``fcntl`` and reads interfaces with
+Linux ioctls.  Elsewhere ``import trizre`` raises ``ImportError`` saying so.
 """
+
+import sys
+
+if sys.platform != "linux":  # pragma: no cover - exercised in a subprocess
+    raise ImportError(
+        f"trizre runs on Linux only (this is {sys.platform!r}): it uses fcntl and Linux "
+        "interface ioctls; zyre (C) or pyre are ZRE implementations for other systems"
+    )
 
 from ._config import NodeConfig
 from ._curve import CURVE_ALLOW_ANY, Certificate, load_public_keys

@@ -1,0 +1,131 @@
+"""What a user installs: the wheel's and sdist's contents, a fresh install, Linux only.
+
+The build runs offline (``--no-isolation``: hatchling comes with the dev
+extra), and the fresh venv gets the wheel without dependencies, reading
+them from this venv's site-packages through a ``.pth`` line (which does
+not process this venv's own ``.pth`` files, so the editable trizre stays
+out of sight).
+"""
+
+from __future__ import annotations
+
+import email
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import trizre
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_elsewhere_than_linux_says_why() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.platform = 'darwin'; import trizre"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "ImportError: trizre runs on Linux only (this is 'darwin')" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def test_the_wheel_holds_the_package_its_license_and_metadata(dist: Path) -> None:
+    (wheel,) = dist.glob("trizre-*.whl")
+    assert wheel.name == f"trizre-{trizre.__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = f"trizre-{trizre.__version__}.dist-info"
+        metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    for wanted in (
+        "trizre/__init__.py",
+        "trizre/__main__.py",
+        "trizre/py.typed",
+        "trizre/cli/__init__.py",
+        "trizre/patterns/__init__.py",
+        "trizre/audit/cli.py",
+        "trizre/wire/__init__.py",
+        f"{info}/licenses/LICENSE",
+    ):
+        assert wanted in names, wanted
+    tops = {name.split("/", 1)[0] for name in names}
+    assert tops == {"trizre", info}, tops  # no tests, benchmarks or examples
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+    assert "trizre = trizre.cli:main" in entry_points
+    classifiers = metadata.get_all("Classifier") or []
+    assert "Operating System :: POSIX :: Linux" in classifiers
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert metadata["Requires-Python"] == ">=3.11"
+    assert metadata["License-Expression"] == "MPL-2.0"
+    assert any(url.startswith("Changelog, ") for url in metadata.get_all("Project-URL") or [])
+    assert metadata.get_payload().startswith("# trizre")  # the README, on the index
+
+
+def test_the_sdist_can_build_and_test_and_holds_nothing_local(dist: Path) -> None:
+    (sdist,) = dist.glob("trizre-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for wanted in ("pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md", "Makefile"):
+        assert wanted in names, wanted
+    assert "trizre/__init__.py" in names and "tests/conftest.py" in names
+    assert not any(n.startswith((".venv", "site/", "dist/", ".git/")) for n in names)
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_the_wheel_installs_in_a_fresh_venv_and_runs(dist: Path, tmp_path: Path) -> None:
+    (wheel,) = dist.glob("trizre-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    # Dependencies from this venv, as a plain path (its .pth files are not read).
+    (Path(purelib) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    where = subprocess.run(
+        [str(python), "-c", "import trizre; print(trizre.__file__); print(trizre.__version__)"],
+        cwd=tmp_path,  # not the checkout, whose trizre/ would be imported instead
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert where == [str(Path(purelib) / "trizre" / "__init__.py"), trizre.__version__]
+    version = subprocess.run(
+        [str(env_dir / "bin" / "trizre"), "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert version.stdout == f"trizre {trizre.__version__}\n"

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TextIO
 
 import trio
-from trio_util import AsyncValue
+from trio_util import AsyncValue, wait_any
 
 import trizre
 from trizre import patterns
@@ -112,7 +112,11 @@ async def run_client(
         open_node("bstar-client", port) as client_node,
         patterns.open_binary_star_client(client_node, PRIMARY, BACKUP, policy) as client,
     ):
-        await client_node.wait_for_peer(PRIMARY)
+        # Either server will do: the primary may be down when the client starts.
+        await wait_any(
+            lambda: client_node.wait_for_peer(PRIMARY),
+            lambda: client_node.wait_for_peer(BACKUP),
+        )
         for i in range(count):
             sent = trio.current_time()
             reply = await client.request(prefix + b"request %d" % i)

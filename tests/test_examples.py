@@ -170,6 +170,40 @@ def test_bstar_pair_roles_in_separate_processes(tmp_path: Path) -> None:
             proc.wait()
 
 
+def test_bstar_pair_client_started_after_the_primary_died_is_served_by_the_backup(
+    tmp_path: Path,
+) -> None:
+    """An operator starts a client when the primary is already gone: the backup serves it."""
+    port = str(free_udp_port())
+    script = [sys.executable, "-u", str(ROOT / "examples" / "bstar_pair.py"), "--port", port]
+    script += ["--ledger", str(tmp_path / "ledger")]
+    primary, backup = (
+        subprocess.Popen(
+            [*script, "--role", role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for role in ("primary", "backup")
+    )
+    try:
+        assert backup.stdout is not None
+        assert _read_until(backup.stdout, "backup: now PASSIVE (on peer active)")
+        primary.kill()
+        primary.wait()
+        client = subprocess.run(
+            [*script, "--role", "client", "--requests", "5"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert client.returncode == 0, client.stdout + client.stderr
+        assert "answered 5 (primary 0, backup 5)" in client.stdout
+    finally:
+        for proc in (primary, backup):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
 def test_leaders_example_elects_and_elects_again() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "leaders.py"), "--port", str(free_udp_port())],

@@ -62,6 +62,8 @@ def test_the_wheel_holds_the_package_its_license_and_metadata(dist: Path) -> Non
         "trizre/__main__.py",
         "trizre/py.typed",
         "trizre/cli/__init__.py",
+        "trizre/cli/watch.html",
+        "trizre/cli/watch.js",
         "trizre/patterns/__init__.py",
         "trizre/audit/cli.py",
         "trizre/wire/__init__.py",

@@ -205,10 +205,10 @@ def _interface(spec: str | None) -> str:
 
 
 def open_command_node(
-    args: argparse.Namespace, name: str | None = None
+    args: argparse.Namespace, name: str | None = None, **options: Any
 ) -> AbstractAsyncContextManager[Node]:
-    """``open_node`` with the command line's options."""
-    return open_node(**node_kwargs(args, name))
+    """``open_node`` with the command line's options, and the command's own ``options``."""
+    return open_node(**node_kwargs(args, name), **options)
 
 
 def run(

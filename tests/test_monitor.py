@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
 
 import trizre
-from tests.nodes import free_udp_port
-from trizre import patterns
+from tests.nodes import free_udp_port, memory_raw_peer
+from trizre import patterns, wire
 from trizre._monitor import Monitor, open_monitor
 from trizre._status import MAGIC, MAX_STATUS_BYTES, STATUS_GROUP, decode_status, encode_status
 from trizre.patterns import IncomingRequest
@@ -158,3 +159,37 @@ async def test_monitor_bounds_its_log_and_rejects_bad_input(
                     async with trizre.open_node(f"n{i}", beacon_port=port, **MEMORY):
                         await until(monitor, lambda s, i=i: f"n{i}" in str(s["peers"]))
                 assert len(monitor.log()) == 3
+
+
+async def test_an_active_server_that_died_silently_is_shown_stale(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """kill -9 of the active: it stays present until it expires, still saying ACTIVE."""
+    port = free_udp_port()
+
+    def status(role: str, partner: str, since: float) -> wire.Whisper:
+        transition = [since, "PASSIVE" if role == "backup" else "PRIMARY", "ACTIVE", "X"]
+        fields = {"key": "bstar", "kind": "bstar", "role": role, "partner": partner}
+        fields.update(state="ACTIVE", transitions=[transition])
+        return wire.Whisper(0, encode_status(fields))
+
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
+            open_monitor(watcher) as monitor,
+            memory_raw_peer(watcher) as primary,
+            memory_raw_peer(watcher) as backup,
+        ):
+            await primary.hello("p")
+            await backup.hello("b")
+            for raw, message in (
+                (primary, status("primary", "b", 100.0)),
+                (backup, status("backup", "p", 200.0)),
+            ):
+                await raw.send(attrs.evolve(message, sequence=raw.next_seq()))
+            snap = await until(
+                monitor, lambda s: bool(s["pairs"]) and len(s["pairs"][0]["servers"]) == 2
+            )
+            servers = {s["name"]: s for s in snap["pairs"][0]["servers"]}
+            assert (servers["p"]["stale"], servers["b"]["stale"]) == (True, False)
+            assert servers["b"]["since"] == 200.0

@@ -193,7 +193,10 @@ def test_the_terminal_view_shows_everything_and_escapes_peers_text() -> None:
                 "pair": "p / b",
                 "primary": "p",
                 "backup": "b",
-                "servers": [{"uuid": "2", "name": "b", "role": "backup", "state": "ACTIVE"}],
+                "servers": [
+                    {"uuid": "2", "name": "b", "role": "backup", "state": "ACTIVE"},
+                    {"uuid": "3", "name": "p", "role": "primary", "state": "ACTIVE", "stale": True},
+                ],
                 "history": [],
                 "last_failover": {"time": 0.0, "server": "b"},
             }
@@ -206,7 +209,15 @@ def test_the_terminal_view_shows_everything_and_escapes_peers_text() -> None:
     text = console.export_text()
     assert "\x1b" not in text
     assert "evil\\x1b[2J[bold]x[/bold]" in text  # escaped, and not taken as markup
-    for wanted in ("silent", "X-A=b", "echo", "b (backup) ACTIVE", "to b", "evil entered"):
+    for wanted in (
+        "silent",
+        "X-A=b",
+        "echo",
+        "b (backup) ACTIVE",
+        "ACTIVE (stale",
+        "to b",
+        "evil entered",
+    ):
         assert wanted in text, wanted
 
 

@@ -220,6 +220,16 @@ class Monitor:
             )
         result = []
         for (primary, backup), members in sorted(pairs.items()):
+            for member in members:
+                times = [t[0] for t in member["transitions"] if isinstance(t, list) and t]
+                member["since"] = max(times, default=None)
+                member["stale"] = False
+            # Two servers saying ACTIVE: the one that became active last took
+            # over from the other, which died without a word (kill -9) and
+            # stays present until it expires.  A real split brain ends both.
+            actives = [m for m in members if m["state"] == "ACTIVE"]
+            for member in sorted(actives, key=lambda m: m["since"] or 0.0)[:-1]:
+                member["stale"] = True
             history = sorted(
                 [t[0], member["name"], t[1], t[2], t[3]]
                 for member in members

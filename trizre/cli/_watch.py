@@ -96,7 +96,10 @@ def render(snapshot: dict[str, Any]) -> RenderableType:
         servers = Text()
         for server in pair["servers"]:
             servers.append(printable(f"{server['name']} ({server['role']}) "))
-            servers.append(printable(str(server["state"])), colours.get(server["state"], ""))
+            if server.get("stale"):
+                servers.append(f"{printable(str(server['state']))} (stale: replaced)", "dim")
+            else:
+                servers.append(printable(str(server["state"])), colours.get(server["state"], ""))
             servers.append("  ")
         last = pair["last_failover"]
         failover = f"{_time(last['time'])} to {last['server']}" if last else "none"

@@ -58,7 +58,13 @@ function render(snap) {
     const head = el("div");
     for (const server of pair.servers) {
       head.appendChild(el("span", server.name + " (" + server.role + ") ", {}));
-      head.appendChild(el("span", server.state, { class: server.state, "data-server": server.name, "data-state": server.state }));
+      const shown = server.stale ? server.state + " (stale: replaced)" : server.state;
+      head.appendChild(el("span", shown, {
+        class: server.stale ? "stale" : server.state,
+        "data-server": server.name,
+        "data-state": server.state,
+        "data-stale": server.stale ? "1" : "0",
+      }));
       head.appendChild(document.createTextNode("   "));
     }
     box.appendChild(head);

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # What the demo needs (trio, pyzmq, attrs, trio-util, rich): no PySpark, no Java.
 BASE_STAMP := $(VENV)/.installed-base
 
-.PHONY: test lint typecheck pytest java zyre demo bench bench-audit audit docs fuzz clean
+.PHONY: test lint typecheck pytest java chromium zyre demo bench bench-audit audit docs fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py
 	tests/test_lazy_pirate.py tests/test_titanic.py \
 	tests/test_services.py tests/test_bstar.py
 
-pytest: $(STAMP) java zyre
+pytest: $(STAMP) java chromium zyre
 	$(BIN)/pytest $(PYTEST_ARGS)
 	$(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
 
@@ -49,6 +49,21 @@ java:
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	else \
 		echo "warning: no Java found; the PySpark audit tests will be skipped" >&2; \
+	fi
+
+# Headless Chromium and its driver for the monitoring page's browser test
+# (tests/test_watch_browser.py), from Debian, as Java above; elsewhere the
+# test skips, saying why.
+chromium:
+	@if { command -v chromium || [ -x "$${CHROMIUM:-/nonexistent}" ]; } >/dev/null 2>&1 \
+		&& { command -v chromedriver || [ -x "$${CHROMEDRIVER:-/nonexistent}" ]; } >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Chromium and chromedriver for the browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+		echo "warning: no chromium/chromedriver; the browser test will be skipped" >&2; \
 	fi
 
 # zyre (C) from ../shared/vendor, built once per machine into ~/.cache/trizre/zyre

@@ -9,7 +9,10 @@ test loudly instead of leaving the box.  Two doors are watched:
   itself fails, and the violation is recorded so that a test which swallows
   the exception still fails at teardown);
 * libzmq, which opens its TCP connections in C where no audit event fires:
-  ``zmq.Socket.connect`` is wrapped to check the endpoint first.
+  ``zmq.Socket.connect`` is wrapped to check the endpoint first;
+* servers: a TCP socket (the monitoring page, a bridge) or a zmq socket
+  bound to anything but loopback would serve other machines, so
+  ``socket.bind`` of a stream socket and ``zmq.Socket.bind`` are checked too.
 
 Audit hooks cannot be removed, so the hook is installed once and consults
 :data:`state`, which the conftest fixture arms for every test.  A test that
@@ -92,6 +95,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         if host is not None and host != "" and not _host_is_numeric_or_local(host):
             _violate(f"{event} of {host!r}")
         return
+    if event == "socket.bind":
+        # A listening TCP socket (the monitoring page, a bridge) on anything
+        # but loopback would serve other machines: refused as a send is.
+        sock, address = args[0], args[1]
+        if sock.type == socket.SOCK_STREAM and not address_is_allowed(sock.family, address):
+            _violate(f"TCP bind to {address!r}")
+        return
     if event not in _SENDS:
         return
     sock, address = args[0], args[1]
@@ -128,6 +138,16 @@ def _guarded_connect(self: zmq.Socket[Any], addr: str) -> Any:
     return _original_zmq_connect(self, addr)
 
 
+_original_zmq_bind = zmq.Socket.bind
+
+
+def _guarded_bind(self: zmq.Socket[Any], addr: str) -> Any:
+    # Only network transports: a malformed endpoint is libzmq's to refuse.
+    if state.armed and _ZMQ_ENDPOINT.match(addr) and not endpoint_is_allowed(addr):
+        _violate(f"zmq bind to {addr!r}")
+    return _original_zmq_bind(self, addr)
+
+
 _installed = False
 
 
@@ -138,4 +158,5 @@ def install() -> None:
         return
     sys.addaudithook(_audit)
     zmq.Socket.connect = _guarded_connect  # type: ignore[method-assign]
+    zmq.Socket.bind = _guarded_bind  # type: ignore[method-assign]
     _installed = True

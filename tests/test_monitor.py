@@ -135,6 +135,8 @@ async def test_failover_and_a_worker_leaving_are_seen_and_logged(
                     assert [x["state"] for x in snap["pairs"][0]["servers"]] == ["ACTIVE"]
                 # the worker's block ended: it left the group, so it serves nothing
                 snap = await until(monitor, lambda s: not s["services"])
+                # (the view reads the node's tables; the log, its events: a moment later)
+                await until(monitor, lambda s: "worker left echo" in str(s["log"]))
             texts = [entry["text"] for entry in monitor.log()]
             assert "worker serves echo" in texts
             assert "b (backup) is ACTIVE" in texts

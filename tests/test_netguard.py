@@ -100,6 +100,36 @@ def test_zmq_connect_outside_loopback_trips() -> None:
     assert _take_violations() == [f"zmq connect to 'tcp://{OUTSIDE}:9'"]
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "", OUTSIDE])  # ok-net: servers for others
+def test_a_tcp_server_outside_loopback_trips(host: str) -> None:
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock,
+        pytest.raises(_netguard.NetworkGuardError),
+    ):
+        sock.bind((host, 0))
+    assert _take_violations() == [f"TCP bind to {(host, 0)!r}"]
+
+
+def test_a_zmq_server_outside_loopback_trips() -> None:
+    with zmq.Context.instance().socket(zmq.ROUTER) as sock:
+        sock.setsockopt(zmq.LINGER, 0)
+        with pytest.raises(_netguard.NetworkGuardError):
+            sock.bind("tcp://*:0")
+    assert _take_violations() == ["zmq bind to 'tcp://*:0'"]
+
+
+def test_loopback_servers_and_udp_listeners_pass() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+        tcp.bind(("127.0.0.1", 0))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("", 0))  # listening for beacons sends nothing
+    with zmq.Context.instance().socket(zmq.ROUTER) as sock:
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.bind("tcp://127.0.0.1:*")
+        sock.bind("ipc:///tmp/trizre-guard-bind-test")
+    assert _take_violations() == []
+
+
 def test_loopback_traffic_passes() -> None:
     """127.255.255.255 is a working broadcast on loopback: allowed."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, _pinned_udp() as tx:

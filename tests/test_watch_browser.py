@@ -1,0 +1,62 @@
+"""The monitoring page in headless Chromium: a peer appears, a Binary Star failover shows.
+
+The scenario (``tests/browser_watch.py``) runs whole inside a network
+namespace made for it, so neither the browser nor the nodes can send
+anything beyond it.  ``make test`` installs Chromium and chromedriver
+(Debian's ``chromium`` and ``chromium-driver``) the way it installs Java;
+without them, or without namespaces, this test skips, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import netns
+from tests.netns import NetnsPair
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+def _missing() -> str | None:
+    if (reason := netns.netns_available()) is not None:
+        return f"no network namespaces: {reason}"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not (Path(path).exists() or shutil.which(path)):
+            return f"{path} is missing (make chromium installs it as root with apt)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is not installed (the test extra)"
+    return None
+
+
+_reason = _missing()
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(_reason is not None, reason=f"browser test: {_reason}"),
+]
+
+netns_pair = netns.netns_pair  # the fixture
+
+
+def test_the_page_shows_a_peer_appear_and_a_failover(netns_pair: NetnsPair) -> None:
+    inside, _ = netns_pair
+    result = inside.run(
+        sys.executable, str(ROOT / "tests" / "browser_watch.py"), timeout=400, check=False
+    )
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    for seen in (
+        "saw the page live",
+        "saw the newcomer appear",
+        "saw primary ACTIVE, backup PASSIVE",
+        "saw the backup ACTIVE and the failover to it",
+        "saw the dead primary shown stale",
+    ):
+        assert seen in result.stdout, report

@@ -1,0 +1,332 @@
+"""The Majordomo bridge: its codec on byte vectors, and majortomo's own client and worker.
+
+majortomo (the ``majortomo`` package, MDP/0.2) is synchronous pyzmq: its
+client runs in a thread, its workers in child processes (so a test can
+kill one mid-request).  Everything is on loopback.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+import zmq
+from majortomo import Client
+from majortomo.client import Client as MajortomoClient
+
+import trizre
+from tests.nodes import FAST, free_udp_port
+from tests.test_cli import cli, start
+from trizre import patterns
+from trizre.mdp import MdpBridge, open_mdp_bridge
+from trizre.mdp import _codec as mdp
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = [sys.executable, "-u", str(ROOT / "tests" / "mdp_worker.py")]
+
+# ------------------------------------------------------------------ codec
+
+
+@pytest.mark.parametrize(
+    ("frames", "expected"),
+    [
+        (
+            [b"MDPC02", b"\x01", b"echo", b"a", b"b"],
+            mdp.ClientRequest(mdp.Dialect(2), b"echo", (b"a", b"b")),
+        ),
+        (
+            [b"", b"MDPC02", b"\x02", b"echo", b"a"],
+            mdp.ClientRequest(mdp.MAJORTOMO, b"echo", (b"a",)),
+        ),
+        (
+            [b"", b"MDPC01", b"echo", b"a"],
+            mdp.ClientRequest(mdp.Dialect(1, delimiter=True), b"echo", (b"a",)),
+        ),
+        ([b"MDPW02", b"\x01", b"echo"], mdp.WorkerReady(mdp.Dialect(2), b"echo")),
+        (
+            [b"", b"MDPW02", b"\x01", b"echo"],
+            mdp.WorkerReady(mdp.Dialect(2, delimiter=True), b"echo"),
+        ),
+        (
+            [b"MDPW02", b"\x03", b"tok", b"", b"x"],
+            mdp.WorkerReply(mdp.Dialect(2), b"tok", (b"x",), final=False),
+        ),
+        (
+            [b"MDPW02", b"\x04", b"tok", b"", b"x", b"y"],
+            mdp.WorkerReply(mdp.Dialect(2), b"tok", (b"x", b"y"), final=True),
+        ),
+        (
+            [b"MDPW01", b"\x03", b"tok", b"", b"x"],
+            mdp.WorkerReply(mdp.Dialect(1), b"tok", (b"x",), final=True),
+        ),
+        ([b"MDPW02", b"\x05"], mdp.WorkerHeartbeat(mdp.Dialect(2))),
+        ([b"MDPW01", b"\x04"], mdp.WorkerHeartbeat(mdp.Dialect(1))),
+        ([b"MDPW02", b"\x06"], mdp.WorkerDisconnect(mdp.Dialect(2))),
+        ([b"MDPW01", b"\x05"], mdp.WorkerDisconnect(mdp.Dialect(1))),
+    ],
+)
+def test_decode(frames: list[bytes], expected: mdp.Message) -> None:
+    assert mdp.decode(frames) == expected
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [],
+        [b""],
+        [b"HTTP/1.1"],
+        [b"MDPC02", b"\x01"],
+        [b"MDPC02", b"\x07", b"echo"],
+        [b"MDPC01"],
+        [b"MDPW02"],
+        [b"MDPW02", b"\x01"],
+        [b"MDPW02", b"\x01", b""],
+        [b"MDPW02", b"\x04", b"tok"],
+        [b"MDPW02", b"\x04", b"tok", b"not empty"],
+        [b"MDPW02", b"\x09"],
+        [b"MDPW01", b"\x06"],
+    ],
+)
+def test_decode_refuses(frames: list[bytes]) -> None:
+    with pytest.raises(mdp.MdpDecodeError):
+        mdp.decode(frames)
+
+
+def test_replies_and_worker_commands_in_each_dialect() -> None:
+    v2, v1 = mdp.Dialect(2), mdp.Dialect(1, delimiter=True)
+    assert mdp.client_reply(v2, b"s", [b"x"]) == [b"MDPC02", b"\x03", b"s", b"x"]
+    assert mdp.client_reply(v2, b"s", [b"x"], final=False) == [b"MDPC02", b"\x02", b"s", b"x"]
+    assert mdp.client_reply(mdp.MAJORTOMO, b"s", [b"x"]) == [b"", b"MDPC02", b"\x04", b"x"]
+    assert mdp.client_reply(mdp.MAJORTOMO, b"s", [b"x"], final=False)[2] == b"\x03"
+    assert mdp.client_reply(v1, b"s", [b"x"]) == [b"", b"MDPC01", b"s", b"x"]
+    assert mdp.worker_request(v2, b"t", [b"x"]) == [b"MDPW02", b"\x02", b"t", b"", b"x"]
+    assert mdp.worker_request(v1, b"t", [b"x"]) == [b"", b"MDPW01", b"\x02", b"t", b"", b"x"]
+    assert mdp.worker_heartbeat(v2) == [b"MDPW02", b"\x05"]
+    assert mdp.worker_heartbeat(v1) == [b"", b"MDPW01", b"\x04"]
+    assert mdp.worker_disconnect(v2) == [b"MDPW02", b"\x06"]
+    assert mdp.worker_disconnect(v1) == [b"", b"MDPW01", b"\x05"]
+    # majortomo's own client parses what we send it.
+    kind, body = MajortomoClient._parse_message(mdp.client_reply(mdp.MAJORTOMO, b"s", [b"x"]))
+    assert (kind, body) == (b"\x04", [b"x"])
+
+
+# ----------------------------------------------------------------- bridge
+
+
+async def upper(request: patterns.IncomingRequest) -> tuple[bytes, ...]:
+    return tuple(frame.upper() for frame in request.body)
+
+
+@asynccontextmanager
+async def bridge_node(
+    port: int, bind: str = "tcp://127.0.0.1:*", **options: object
+) -> AsyncIterator[MdpBridge]:
+    async with (
+        trizre.open_node("bridge", beacon_port=port, **FAST) as node,
+        open_mdp_bridge(node, bind, **options) as bridge,  # type: ignore[arg-type]
+    ):
+        yield bridge
+
+
+def mdp_call(endpoint: str, service: bytes, *body: bytes, timeout: float = 20) -> list[bytes]:
+    """One request with majortomo's client (blocking: run it in a thread)."""
+    with Client(endpoint, zmq_linger=0) as client:
+        client.send(service, *body)
+        return client.recv_all_as_list(timeout=timeout)
+
+
+async def call(endpoint: str, service: bytes, *body: bytes) -> list[bytes]:
+    return await trio.to_thread.run_sync(lambda: mdp_call(endpoint, service, *body))
+
+
+async def start_worker(endpoint: str, service: str, mode: str) -> trio.Process:
+    process = await trio.lowlevel.open_process(
+        [*WORKER, endpoint, service, mode], stdout=subprocess.PIPE
+    )
+    return process
+
+
+async def read_line(process: trio.Process) -> str:
+    assert process.stdout is not None
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await process.stdout.receive_some(1)
+        assert chunk, "the worker ended"
+        data += chunk
+    return data.decode().strip()
+
+
+async def until(check: Callable[[], object]) -> None:
+    """Poll ``check``: what it reads (sockets of other processes) wakes no task."""
+    while not check():  # noqa: ASYNC110
+        await trio.sleep(0.02)
+
+
+async def test_majortomo_client_calls_a_trizre_worker_and_mmi() -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            bridge_node(port) as bridge,
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+        ):
+            await bridge.node.wait_for_peer("worker")
+            assert await call(bridge.endpoint, b"echo", b"hi", b"there") == [b"HI", b"THERE"]
+            assert bridge.to_trizre == 1
+            await until(lambda: bridge.node.peers_by_group("echo"))
+            assert await call(bridge.endpoint, b"mmi.service", b"echo") == [b"200"]
+            assert await call(bridge.endpoint, b"mmi.service", b"nosuch") == [b"404"]
+            assert await call(bridge.endpoint, b"mmi.other", b"x") == [b"501"]
+
+
+async def test_trizre_client_is_served_by_majortomo_workers_with_partials() -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            bridge_node(port) as bridge,
+            trizre.open_node("client", beacon_port=port, **FAST) as node,
+            patterns.open_service_client(node) as client,
+        ):
+            workers = [
+                await start_worker(bridge.endpoint, "upper", "upper"),
+                await start_worker(bridge.endpoint, "chunks", "partial"),
+            ]
+            try:
+                for process in workers:
+                    assert await read_line(process) == "ready"
+                await until(lambda: bridge.workers("upper") and bridge.workers("chunks"))
+                assert await client.request("upper", b"abc") == (b"ABC",)
+                assert await client.request("chunks", b"abc") == (b"part", b"ABC")
+                # an MDP client of the same service is served here, not over ZRE
+                assert await call(bridge.endpoint, b"upper", b"x") == [b"X"]
+                assert await call(bridge.endpoint, b"chunks", b"y") == [b"part", b"Y"]
+                assert bridge.from_trizre == 2 and bridge.to_trizre == 0
+                assert await call(bridge.endpoint, b"mmi.service", b"upper") == [b"200"]
+            finally:
+                for process in workers:
+                    process.kill()
+                    await process.wait()
+            # both workers gone (silent): the bridge leaves their groups
+            await until(lambda: not bridge.workers("upper"))
+
+
+async def test_a_worker_killed_mid_request_its_request_goes_to_another() -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            bridge_node(port, heartbeat=0.25, busy_timeout=1.0) as bridge,
+            trizre.open_node("client", beacon_port=port, **FAST) as node,
+            patterns.open_service_client(node) as client,
+        ):
+            hanging = await start_worker(bridge.endpoint, "work", "hang")
+            assert await read_line(hanging) == "ready"
+            await until(lambda: bridge.workers("work") == 1)
+            healthy = await start_worker(bridge.endpoint, "work", "upper")
+            try:
+                assert await read_line(healthy) == "ready"
+                await until(lambda: bridge.workers("work") == 2)
+                async with trio.open_nursery() as nursery:
+                    answers: list[tuple[bytes, ...]] = []
+
+                    async def ask() -> None:
+                        answers.append(await client.request("work", b"job"))
+
+                    nursery.start_soon(ask)
+                    assert await read_line(hanging) == "request job"  # the first READY got it
+                    hanging.kill()
+                assert answers == [(b"JOB",)]
+                assert await read_line(healthy) == "request job"
+                assert bridge.workers("work") == 1
+            finally:
+                for process in (hanging, healthy):
+                    process.kill()
+                    await process.wait()
+
+
+async def test_clients_and_workers_carry_on_after_the_bridge_restarts() -> None:
+    port = free_udp_port()
+    with zmq.Context.instance().socket(zmq.ROUTER) as probe:
+        tcp = probe.bind_to_random_port("tcp://127.0.0.1")
+    endpoint = f"tcp://127.0.0.1:{tcp}"
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("client", beacon_port=port, **FAST) as node,
+            patterns.open_service_client(node) as client,
+        ):
+            worker = await start_worker(endpoint, "upper", "upper")
+            try:
+                assert await read_line(worker) == "ready"
+                mdp_client = Client(endpoint, zmq_linger=0)
+                mdp_client.connect()
+                for round_ in (b"one", b"two"):
+                    async with bridge_node(port, endpoint, heartbeat=0.25) as bridge:
+                        # majortomo's worker re-registers when told DISCONNECT
+                        await until(lambda bridge=bridge: bridge.workers("upper") == 1)
+                        assert await client.request("upper", round_) == (round_.upper(),)
+
+                        def ask(word: bytes = round_) -> list[bytes]:
+                            mdp_client.send(b"upper", word)  # the same DEALER, reconnected
+                            return mdp_client.recv_all_as_list(timeout=20)
+
+                        assert await trio.to_thread.run_sync(ask) == [round_.upper()]
+                mdp_client.close()
+            finally:
+                worker.kill()
+                await worker.wait()
+
+
+async def test_bridge_bad_input() -> None:
+    port = free_udp_port()
+    with trio.fail_after(30):
+        async with trizre.open_node("bridge", beacon_port=port, **FAST) as node:
+            for bad in (
+                {"heartbeat": 0},
+                {"busy_timeout": -1},
+                {"liveness": 0},
+                {"max_workers": 0},
+            ):
+                with pytest.raises(ValueError, match=next(iter(bad))):
+                    async with open_mdp_bridge(node, "tcp://127.0.0.1:*", **bad):  # type: ignore[arg-type]
+                        pass
+            with pytest.raises(zmq.ZMQError, match="cannot bind the MDP bridge"):
+                async with open_mdp_bridge(node, "nonsense://x"):
+                    pass
+
+
+# ---------------------------------------------------------------- command
+
+
+async def test_the_command_serves_until_sigterm() -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        command = await start(
+            "mdp-bridge",
+            "--interface",
+            "lo",
+            "--beacon-port",
+            str(port),
+            "--bind",
+            "tcp://127.0.0.1:*",
+        )
+        match = await command.expect(r"^MDP bridge at (tcp://127\.0\.0\.1:\d+)$")
+        async with (
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+        ):
+            assert await call(match.group(1), b"echo", b"hi") == [b"HI"]
+        command.process.send_signal(15)
+        code, _, err = await command.finish()
+        assert code == 143 and "Traceback" not in err
+
+
+def test_the_command_refuses_a_remote_bind_without_the_flag() -> None:
+    result = cli("mdp-bridge", "--interface", "lo", "--bind", "tcp://0.0.0.0:5555")
+    assert result.returncode == 1
+    assert "--allow-remote" in result.stderr and "Traceback" not in result.stderr
+    bad = cli("mdp-bridge", "--interface", "lo", "--bind", "udp://x")
+    assert bad.returncode == 1 and "tcp://HOST:PORT or ipc://PATH" in bad.stderr

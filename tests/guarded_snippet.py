@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import _netguard  # noqa: E402
+from tests import _netguard
 
 VIOLATION_EXIT = 99
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import trizre
-
 from tests.doc_snippets import ROOT, Snippet, snippets
 
 SNIPPETS = snippets()

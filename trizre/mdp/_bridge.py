@@ -398,10 +398,11 @@ async def open_mdp_bridge(
         busy_timeout: how long a worker busy with a request may stay silent
             (majortomo's workers do not heartbeat while busy); then it is
             removed and its request goes to another worker.
-        max_workers, max_queued, max_in_flight: bounds on MDP workers,
-            requests waiting for one, and requests waiting for trizre
-            services; beyond them a request gets no reply (a warning is
-            logged) and a worker is disconnected.
+        max_workers: MDP workers at most; one more is disconnected.
+        max_queued: requests waiting for a busy MDP worker at most; one
+            more gets no reply (a warning is logged).
+        max_in_flight: requests waiting for trizre services at most; one
+            more gets no reply (a warning is logged).
 
     Cancellation: leaving the block closes the socket, stops serving the
     services, and leaves their groups; requests in flight get no reply.

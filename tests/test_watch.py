@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +20,8 @@ from trizre import patterns
 from trizre._monitor import open_monitor
 from trizre.cli._watch import render
 from trizre.cli._web import AddressError, MonitorApp, parse_address, serve_page
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # ----------------------------------------------------------------- address
 
@@ -253,3 +258,35 @@ def test_watch_refuses_a_remote_address_without_the_flag() -> None:
     assert result.returncode == 1
     assert "--web-allow-remote" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""  # nothing served
+
+
+def test_the_live_terminal_view_in_a_terminal() -> None:
+    """On a terminal (a pty here), watch draws the live view, and Ctrl-C ends it cleanly."""
+    import pexpect  # noqa: PLC0415 - only this test drives a terminal
+
+    port = free_udp_port()
+    child = pexpect.spawn(
+        sys.executable,
+        [str(ROOT / "tests" / "guarded_cli.py"), "watch", *lo(port)],
+        dimensions=(40, 160),
+        timeout=30,
+        env={**os.environ, "TERM": "xterm"},
+    )
+    try:
+        child.expect("trizre watch: trizre-watch")
+        child.expect("Binary Star pairs")
+
+        async def newcomer() -> None:
+            async with trizre.open_node("newcomer", beacon_port=port, **FAST) as node:
+                await node.wait_for_peer("trizre-watch")
+                with trio.fail_after(30):
+                    # Wait until the view shows it; pexpect reads in a thread.
+                    await trio.to_thread.run_sync(lambda: child.expect(r"newcomer[^\r\n]*alive"))
+
+        trio.run(newcomer)
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 130, child.before
+    assert b"Traceback" not in (child.before or b"")

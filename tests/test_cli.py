@@ -173,30 +173,26 @@ async def test_peers_lists_name_uuid_endpoint_groups_headers_presence() -> None:
             assert "X-ROLE=db" in text and "chat, ops" in text
 
 
+async def peer_names(*options: str) -> list[str]:
+    """The names ``trizre peers --json`` lists with these options (it must succeed)."""
+    result = await trio.run_process(
+        [*GUARDED, "peers", *options, "--wait", "3", "--json"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [peer["name"] for peer in json.loads(result.stdout)["peers"]]
+
+
 async def test_peers_by_gossip_and_with_curve(tmp_path: Path) -> None:
     hub = f"ipc://{tmp_path}/hub"
     with trio.fail_after(60):
         async with trizre.open_node(
             "hub", discovery="gossip", endpoint="tcp://127.0.0.1:*", gossip_bind=hub
         ):
-            result = await trio.run_process(
-                [
-                    *GUARDED,
-                    "peers",
-                    "--gossip",
-                    hub,
-                    "--endpoint",
-                    "tcp://127.0.0.1:*",
-                    "--wait",
-                    "3",
-                    "--json",
-                ],
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-            )
-            assert result.returncode == 0, result.stderr
-            assert [p["name"] for p in json.loads(result.stdout)["peers"]] == ["hub"]
+            names = await peer_names("--gossip", hub, "--endpoint", "tcp://127.0.0.1:*")
+            assert names == ["hub"]
     port = free_udp_port()
     ours, theirs = trizre.Certificate.generate(), trizre.Certificate.generate()
     ours.save(tmp_path / "ours")
@@ -208,25 +204,8 @@ async def test_peers_by_gossip_and_with_curve(tmp_path: Path) -> None:
             ),
             trizre.open_node("plain", beacon_port=port, **FAST),
         ):
-            result = await trio.run_process(
-                [
-                    *GUARDED,
-                    "peers",
-                    *lo(port),
-                    "--curve",
-                    str(tmp_path / "ours"),
-                    "--curve-allow",
-                    "any",
-                    "--wait",
-                    "3",
-                    "--json",
-                ],
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
-            )
-            assert result.returncode == 0, result.stderr
-            assert [p["name"] for p in json.loads(result.stdout)["peers"]] == ["secure"]
+            curve = ["--curve", str(tmp_path / "ours"), "--curve-allow", "any"]
+            assert await peer_names(*lo(port), *curve) == ["secure"]
     no_allow = cli("peers", "--interface", "lo", "--curve", str(tmp_path / "ours"))
     assert no_allow.returncode == 1 and "--curve-allow" in no_allow.stderr
     public_only = cli(

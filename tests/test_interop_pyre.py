@@ -7,15 +7,13 @@ interface the same way (``interface=None``), so both speak over the veth.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 import uuid
 
 import pytest
 
 from tests import netns
-from tests.interop import b64, pyre_agent_command, trizre_agent_command, unb64
+from tests.interop import b64, cli_ping_and_peers, pyre_agent_command, trizre_agent_command, unb64
 from tests.netns import Agent, NetnsPair
 
 _reason = netns.netns_available()
@@ -143,13 +141,6 @@ def test_trizre_ping_and_peers_commands_with_pyre(netns_pair: NetnsPair) -> None
     p_ns, t_ns = netns_pair
     with _pyre(p_ns, "pyre3") as pyre:
         pyre.send({"cmd": "join", "group": "chat"})
-        cli = [sys.executable, "-m", "trizre"]
-        where = ["--interface", t_ns.interface]
-        ping = t_ns.run(
-            *cli, "ping", "pyre3", *where, "-c", "3", "-i", "0.2", "-W", "5", timeout=60
-        )
-        assert "3 sent, 3 answered, 0.0% lost" in ping.stdout, ping.stdout + ping.stderr
-        peers = t_ns.run(*cli, "peers", *where, "--wait", "3", "--json", timeout=60)
-        (seen,) = json.loads(peers.stdout)["peers"]
+        seen = cli_ping_and_peers(t_ns, "pyre3")
         assert (seen["name"], seen["uuid"]) == ("pyre3", str(uuid.UUID(pyre.uuid)))
         assert seen["headers"] == {"X-Impl": "pyre"} and seen["groups"] == ["chat"]

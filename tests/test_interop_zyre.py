@@ -9,9 +9,7 @@ can hold a CURVE allow-list (zauth).  scripts/build-zyre.sh builds both
 
 from __future__ import annotations
 
-import json
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +22,7 @@ import trizre
 from tests import netns
 from tests.interop import (
     b64,
+    cli_ping_and_peers,
     trizre_agent_command,
     unb64,
     zpinger_command,
@@ -445,13 +444,6 @@ def test_trizre_ping_and_peers_commands_with_zyre(netns_pair: NetnsPair) -> None
     """PING answered by zyre's PING-OK; zyre listed with its group."""
     z_ns, t_ns = netns_pair
     with _zyre(z_ns, "zyre9", groups=("chat",)) as zyre:
-        cli = [sys.executable, "-m", "trizre"]
-        where = ["--interface", t_ns.interface]
-        ping = t_ns.run(
-            *cli, "ping", "zyre9", *where, "-c", "3", "-i", "0.2", "-W", "5", timeout=60
-        )
-        assert "3 sent, 3 answered, 0.0% lost" in ping.stdout, ping.stdout + ping.stderr
-        peers = t_ns.run(*cli, "peers", *where, "--wait", "3", "--json", timeout=60)
-        (seen,) = json.loads(peers.stdout)["peers"]
+        seen = cli_ping_and_peers(t_ns, "zyre9")
         assert (seen["name"], seen["uuid"]) == ("zyre9", str(uuid.UUID(zyre.uuid)))
         assert seen["groups"] == ["chat"]

@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,19 +110,25 @@ async def open_events(port: int) -> tuple[Events, bytes]:
     return events, head
 
 
+@asynccontextmanager
+async def page(port: int, **options: Any) -> AsyncIterator[tuple[MonitorApp, int]]:
+    """A watcher node on ``port`` serving its page on loopback: (the app, its TCP port)."""
+    async with (
+        trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
+        open_monitor(watcher) as monitor,
+        trio.open_nursery() as nursery,
+    ):
+        app = MonitorApp(monitor, **options)
+        url = await nursery.start(serve_page, app, "127.0.0.1", 0)
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        yield app, int(url.rsplit(":", 1)[1].rstrip("/"))
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_page_its_snapshot_and_its_live_stream() -> None:
     port = free_udp_port()
     with trio.fail_after(30):
-        async with (
-            trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
-            open_monitor(watcher) as monitor,
-            trio.open_nursery() as nursery,
-        ):
-            app = MonitorApp(monitor)
-            url = await nursery.start(serve_page, app, "127.0.0.1", 0)
-            assert url.startswith("http://127.0.0.1:") and url.endswith("/")
-            web = int(url.rsplit(":", 1)[1].rstrip("/"))
-
+        async with page(port) as (app, web):
             status, headers, body = await http(web, "/")
             assert status.startswith("HTTP/1.1 200")
             assert b'<script src="/watch.js"></script>' in body
@@ -144,20 +152,12 @@ async def test_the_page_its_snapshot_and_its_live_stream() -> None:
                     while not any(p["name"] == "newcomer" for p in (await events.next())["peers"]):
                         pass
                 assert app.clients.value == 1
-            nursery.cancel_scope.cancel()
 
 
 async def test_event_streams_are_bounded_and_released() -> None:
     port = free_udp_port()
     with trio.fail_after(30):
-        async with (
-            trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
-            open_monitor(watcher) as monitor,
-            trio.open_nursery() as nursery,
-        ):
-            app = MonitorApp(monitor, max_clients=1)
-            url = await nursery.start(serve_page, app, "127.0.0.1", 0)
-            web = int(url.rsplit(":", 1)[1].rstrip("/"))
+        async with page(port, max_clients=1) as (app, web):
             events, _ = await open_events(web)
             await events.next()
             status, _, body = await http(web, "/events")
@@ -167,11 +167,10 @@ async def test_event_streams_are_bounded_and_released() -> None:
             again, _ = await open_events(web)
             async with again.stream:
                 await again.next()
-            nursery.cancel_scope.cancel()
     with pytest.raises(ValueError, match="max_clients"):
-        MonitorApp(monitor, max_clients=0)
+        MonitorApp(app.monitor, max_clients=0)
     with pytest.raises(ValueError, match="max_rate"):
-        MonitorApp(monitor, max_rate=0)
+        MonitorApp(app.monitor, max_rate=0)
 
 
 # -------------------------------------------------------------------- views

@@ -43,6 +43,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 INTEROP_DIR = Path(__file__).resolve().parent
 PYRE_AGENT = INTEROP_DIR / "pyre_agent.py"
@@ -208,3 +209,18 @@ def zpinger_command(interface: str, *flags: str) -> list[str]:
     libs = f"LD_LIBRARY_PATH={zyre_cache() / 'lib'}"
     argv = ["env", libs, zpinger, "-v", "-i", interface, *flags]
     return ["sh", "-c", 'exec "$@" 2>&1', "zpinger", *argv]
+
+
+def cli_ping_and_peers(ns: Any, name: str) -> dict[str, Any]:
+    """Run ``trizre ping NAME`` (3 pings) and ``trizre peers --json`` in ``ns``.
+
+    Asserts every ping was answered; returns the one peer ``peers`` listed.
+    """
+    cli = [sys.executable, "-m", "trizre"]
+    where = ["--interface", ns.interface]
+    ping = ns.run(*cli, "ping", name, *where, "-c", "3", "-i", "0.2", "-W", "5", timeout=60)
+    assert "3 sent, 3 answered, 0.0% lost" in ping.stdout, ping.stdout + ping.stderr
+    peers = ns.run(*cli, "peers", *where, "--wait", "3", "--json", timeout=60)
+    (seen,) = json.loads(peers.stdout)["peers"]
+    assert isinstance(seen, dict)
+    return seen

@@ -330,3 +330,25 @@ def test_the_command_refuses_a_remote_bind_without_the_flag() -> None:
     assert "--allow-remote" in result.stderr and "Traceback" not in result.stderr
     bad = cli("mdp-bridge", "--interface", "lo", "--bind", "udp://x")
     assert bad.returncode == 1 and "tcp://HOST:PORT or ipc://PATH" in bad.stderr
+
+
+async def test_workers_that_break_the_protocol_are_disconnected() -> None:
+    port = free_udp_port()
+    with trio.fail_after(30):
+        async with bridge_node(port) as bridge:
+
+            def raw_worker() -> list[list[bytes]]:
+                with zmq.Context.instance().socket(zmq.DEALER) as sock:
+                    sock.setsockopt(zmq.LINGER, 0)
+                    sock.setsockopt(zmq.RCVTIMEO, 10_000)
+                    sock.connect(bridge.endpoint)
+                    sock.send_multipart([b"MDPW02", b"\x05"])  # a heartbeat before READY
+                    first = sock.recv_multipart()
+                    sock.send_multipart([b"MDPW02", b"\x01", b"svc"])
+                    sock.send_multipart([b"MDPW02", b"\x01", b"svc"])  # READY again
+                    second = sock.recv_multipart()
+                    return [first, second]
+
+            answers = await trio.to_thread.run_sync(raw_worker)
+            assert answers == [[b"MDPW02", b"\x06"], [b"MDPW02", b"\x06"]]
+            assert bridge.workers("svc") == 0 and bridge.dropped == 2

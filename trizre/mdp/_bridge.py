@@ -152,6 +152,8 @@ class MdpBridge:
             return
         worker = self._workers.get(identity)
         if isinstance(message, mdp.WorkerReady):
+            if worker is not None:
+                self._remove(worker, "it said READY again")
             if worker is not None or message.service.startswith(b"mmi."):
                 self._drop_worker(identity, message.dialect, "READY twice, or for mmi.*")
                 return
@@ -165,7 +167,10 @@ class MdpBridge:
             if not isinstance(message, mdp.WorkerDisconnect):
                 self._drop_worker(identity, message.dialect, "not READY")
             return
-        worker.expires = now + self._liveness * self._heartbeat
+        # Any message is a heartbeat; a busy worker keeps its longer allowance.
+        worker.expires = now + (
+            self._busy_timeout if worker.job is not None else self._liveness * self._heartbeat
+        )
         if isinstance(message, mdp.WorkerDisconnect):
             self._remove(worker, "it disconnected")
         elif isinstance(message, mdp.WorkerReply):

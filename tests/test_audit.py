@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ from tests.audit_traces import Node, Traces, flagged_rids, rid, rids
 
 pytest.importorskip("pyspark")
 
+from trizre import _trace as kinds
+from trizre._trace import Tracer
 from trizre.audit import _java, cli
 from trizre.audit._rules import (
+    HiddenTraceFiles,
     latency_histogram,
     latency_stats,
     overview,
@@ -451,6 +455,36 @@ def test_rotated_files_are_read_together(spark: SparkSession, tmp_path: Path) ->
     summary = request_summary(request_table(valid_lines(tagged)), 5)
     assert summary["counts"]["answered"] == 10
     assert all(f["count"] == 0 for f in summary["flags"].values())
+
+
+def test_no_trace_is_skipped_silently_whatever_its_name(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark skips files named ``_*`` or ``.*``: trizre never writes one, the audit refuses one."""
+    # The writer: nodes named so get a prefix, and their traces are read.
+    directory = tmp_path / "traces"
+    for name in ("_cli", ".hidden"):
+        tracer = Tracer(directory / "_archive" / ".old", uuid.uuid4(), name)
+        tracer.record(kinds.NODE_START, endpoint="tcp://127.0.0.1:5670")
+        tracer.close()
+    assert sorted(p.name[:8] for p in directory.rglob("*.jsonl")) == ["node.hid", "node_cli"]
+    # Folders named so are read; every line counts.
+    tr = Traces()
+    client, server = tr.node("client", start=0.0), tr.node("server", start=0.0)
+    for i in range(1, 6):
+        tr.request(client, server, i, float(i))
+    tr.write(directory)
+    tagged = _tagged(spark, directory)
+    assert overview(tagged).valid == sum(len(lines) for lines in tr.lines.values()) + 2
+    assert request_summary(request_table(valid_lines(tagged)), 5)["counts"]["answered"] == 5
+    # A file renamed so (or written by something else) is refused, loudly.
+    next(directory.glob("client-*")).rename(directory / "_client.jsonl")
+    next(directory.glob("server-*")).rename(directory / ".server.jsonl")
+    with pytest.raises(HiddenTraceFiles, match=r"2 trace file\(s\) have names Spark skips"):
+        read_lines(spark, str(directory))
+    out = tmp_path / "report"
+    code = cli.main([str(directory), "--out", str(out)])
+    assert code == cli.EXIT_USAGE
 
 
 # --------------------------------------------------------------------------

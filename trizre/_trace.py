@@ -172,6 +172,10 @@ class ExitReason(enum.StrEnum):
 class Tracer:
     """Writes one node's trace lines to ``directory/<name>-<uuid>.jsonl``.
 
+    The name is made safe for a file name, and prefixed with ``node`` when
+    it starts with ``_`` or ``.`` (``node_cli-<uuid>.jsonl``): Spark skips
+    such files, and the audit would refuse them.
+
     ``max_bytes`` bounds one file: past it the file is renamed
     ``...<n>.jsonl`` (n = 1, 2, ... in order of age) and a new one begun;
     nothing is deleted.  Bad input: a ``max_bytes`` below 4096 raises
@@ -194,6 +198,8 @@ class Tracer:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64] or "node"
+        if safe.startswith(("_", ".")):
+            safe = "node" + safe  # Spark (the audit) never reads files named _* or .*
         self._stem = f"{safe}-{node.hex}"
         self.path = self.directory / f"{self._stem}.jsonl"
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open

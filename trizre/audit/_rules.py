@@ -98,20 +98,66 @@ def _kind(*kinds: str) -> Column:
 # Reading
 
 
+class HiddenTraceFiles(ValueError):
+    """Trace files named so that Spark would skip them (``_*`` or ``.*``).
+
+    trizre never names a trace so (see :class:`~trizre._trace.Tracer`);
+    such a file was renamed or written by something else.  The audit
+    refuses to run rather than judge without it.
+    """
+
+    def __init__(self, files: list[str]) -> None:
+        listed = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        super().__init__(
+            f"{len(files)} trace file(s) have names Spark skips (starting with '_' or '.'): "
+            f"{listed}; rename them (for example with a 'node' prefix) and audit again"
+        )
+        self.files = files
+
+
+def trace_files(spark: SparkSession, path: str) -> list[str]:
+    """Every ``*.jsonl`` file under *path* (recursively), whatever its name.
+
+    Listed through Hadoop's file system API, as Spark itself lists
+    (``file://``, ``hdfs://``, ``s3a://`` ... alike), but without Spark's
+    rule that skips names starting with ``_`` or ``.`` (folders named so
+    hold traces too, and files named so must be seen to be refused).  An
+    empty list when *path* does not exist.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "the audit needs a classic SparkSession (not Spark Connect)"
+    root = jvm.org.apache.hadoop.fs.Path(path)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(root):
+        return []
+    found = []
+    listing = fs.listFiles(root, True)
+    while listing.hasNext():
+        file = listing.next().getPath()
+        if file.getName().endswith(".jsonl"):
+            found.append(file.toString())
+    return sorted(found)
+
+
 def read_lines(spark: SparkSession, path: str) -> DataFrame:
-    """All ``*.jsonl`` files under *path* (recursively), with the v1 schema.
+    """The lines of every ``*.jsonl`` file under *path* (:func:`trace_files`), v1 schema.
 
     Never infers a schema.  Unreadable lines keep their text in
-    ``_corrupt_record``.  As everywhere in Spark, files and directories
-    whose name starts with ``_`` or ``.`` are skipped.
+    ``_corrupt_record``.  Folders are read whatever their name; a file
+    whose name starts with ``_`` or ``.`` raises :class:`HiddenTraceFiles`,
+    since Spark reads no such file even when named explicitly.
     """
+    files = trace_files(spark, path)
+    hidden = [f for f in files if f.rsplit("/", 1)[-1].startswith(("_", "."))]
+    if hidden:
+        raise HiddenTraceFiles(hidden)
+    if not files:
+        return spark.createDataFrame([], S.SCHEMA)
     return (
         spark.read.schema(S.SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", S.CORRUPT_COLUMN)
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl")
-        .json(path)
+        .json(files)
     )
 
 

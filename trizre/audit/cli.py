@@ -1,8 +1,9 @@
 """``python -m trizre.audit TRACE_DIR [--master URL] [--out REPORT_DIR]``.
 
 Exit codes: 0 the audit passed; 1 a request was lost, executed twice by an
-idempotent server, answered twice or answered out of order; 2 usage error or
-no usable trace line; 3 no usable Java (or pyspark is not installed).
+idempotent server, answered twice or answered out of order; 2 usage error, no
+usable trace line, or trace files named so that Spark would skip them (_* or .*);
+3 no usable Java (or pyspark is not installed).
 
 pyspark is imported only once the arguments and Java have been checked, so
 ``--help`` and every early error are instant and work without the extra.
@@ -322,8 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         shuffle_partitions=args.shuffle_partitions,
         driver_memory=args.driver_memory,
     )
+    from ._rules import HiddenTraceFiles  # noqa: PLC0415 (imports pyspark)
+
     try:
         code, result = run(spark, trace_dir, out_dir, clock=args.clock, max_listed=args.max_listed)
+    except HiddenTraceFiles as exc:
+        _fail(sys.stderr, f"{trace_dir}: {exc}")
+        return EXIT_USAGE
     finally:
         if owned:
             spark.stop()

@@ -91,7 +91,11 @@ async def test_a_full_queue_refuses_and_the_client_goes_elsewhere() -> None:
             patterns.open_server(w0, work, service="work", max_concurrency=1, max_queued=5) as s0,
             patterns.open_server(w1, work, service="work", max_concurrency=4) as s1,
             trizre.open_node("cli", beacon_port=port, **FAST) as cli,
-            patterns.open_service_client(cli, RetryPolicy(0.2, 50)) as client,
+            # Attempts far longer than accept_after (0.1 s): a held request's
+            # ACCEPTED must beat the attempt timeout even on a loaded machine,
+            # or the client rightly tries elsewhere and it runs twice.  A 503
+            # moves the client on at once whatever the attempt timeout.
+            patterns.open_service_client(cli, RetryPolicy(5.0, 50)) as client,
         ):
             await client.wait_for_service("work", 2)
             replies = await pipeline(client, 100)

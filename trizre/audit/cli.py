@@ -86,11 +86,16 @@ def build_session(
     No web UI, no progress bars, log level WARN.  For ``local`` masters the
     driver binds to 127.0.0.1 only and uses few shuffle partitions (the
     machine's core count, at least 4) unless *shuffle_partitions* says
-    otherwise; for cluster masters Spark's defaults stand.
+    otherwise; for a cluster master on loopback (``spark://127.0.0.1:7077``)
+    the driver binds to 127.0.0.1 too; for other cluster masters Spark's
+    defaults stand.
     """
     from pyspark.sql import SparkSession  # noqa: PLC0415 (pyspark only when used)
 
     local = _is_local(master)
+    # A cluster on this machine (spark://127.x or localhost): its executors
+    # reach the driver on loopback, so it need listen nowhere else.
+    on_loopback = local or master.startswith(("spark://127.", "spark://localhost:"))
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -100,11 +105,12 @@ def build_session(
         # The request aggregation has many columns: no "truncated plan" warning.
         .config("spark.sql.debug.maxToStringFields", "200")
     )
-    if local:
+    if on_loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
+    if local:
         if shuffle_partitions is None:
             shuffle_partitions = max(4, os.cpu_count() or 1)
         if driver_memory is None:

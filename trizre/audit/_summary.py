@@ -300,9 +300,18 @@ class Summary(TypedDict):
     audit: NotRequired[AuditRun]
 
 
+def unreadable(summary: Summary) -> int:
+    """Lines the audit could not judge: malformed, of another schema version, or incomplete."""
+    inp = summary["input"]
+    return inp["malformed_lines"] + inp["other_version_lines"] + inp["incomplete_lines"]
+
+
 def failed(summary: Summary) -> bool:
     """True when a request was lost, run twice on one server, answered twice or
-    out of order, or two Binary Star servers were ACTIVE at once."""
+    out of order, two Binary Star servers were ACTIVE at once, or a line could
+    not be read (a verdict that does not cover every line is no pass)."""
+    if unreadable(summary):
+        return True
     requests = summary.get("requests")
     flags = requests["flags"] if requests is not None else {}
     bstar = summary.get("bstar")

@@ -1,7 +1,8 @@
 """``python -m trizre.audit TRACE_DIR [--master URL] [--out REPORT_DIR]``.
 
 Exit codes: 0 the audit passed; 1 a request was lost, executed twice by an
-idempotent server, answered twice or answered out of order; 2 usage error, no
+idempotent server, answered twice or answered out of order, or a line could
+not be judged (not JSON, cut short, another schema version); 2 usage error, no
 usable trace line, or trace files named so that Spark would skip them (_* or .*);
 3 no usable Java (or pyspark is not installed).
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TextIO
 
 from ._java import JavaError, find_java
-from ._summary import Summary
+from ._summary import Summary, unreadable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,8 +138,10 @@ def _parser() -> argparse.ArgumentParser:
             "Binary Star failover windows, peer churn."
         ),
         epilog=(
-            "exit codes: 0 passed; 1 lost/duplicate/double-reply/out-of-order requests found; "
-            "2 usage error or empty input; 3 no usable Java or no pyspark"
+            "exit codes: 0 passed; 1 lost/duplicate/double-reply/out-of-order requests, or lines "
+            "that could not be judged; "
+            "2 usage error, empty input or trace files Spark would skip; 3 no usable Java or no "
+            "pyspark"
         ),
     )
     p.add_argument("trace_dir", metavar="TRACE_DIR", help="directory holding *.jsonl traces")
@@ -247,6 +250,15 @@ def run(
 def _print_summary(summary: Summary, out_dir: Path, stream: TextIO) -> None:
     inp = summary["input"]
     print(f"{inp['valid_lines']:,} lines from {inp['nodes']:,} nodes", file=stream)
+    if unreadable(summary):
+        print(
+            f"FAIL: {unreadable(summary):,} line(s) could not be judged "
+            f"({inp['malformed_lines']:,} not JSON or cut short, "
+            f"{inp['other_version_lines']:,} of another schema version, "
+            f"{inp['incomplete_lines']:,} without kind, node or time): "
+            "the verdict does not cover them",
+            file=stream,
+        )
     req = summary.get("requests")
     if req:
         c = req["counts"]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -92,6 +93,34 @@ def test_the_sdist_can_build_and_test_and_holds_nothing_local(dist: Path) -> Non
     assert "trizre/__init__.py" in names and "tests/conftest.py" in names
     assert not any(n.startswith((".venv", "site/", "dist/", ".git/")) for n in names)
     assert not any("__pycache__" in n for n in names)
+
+
+def test_the_sdist_holds_every_tracked_file_it_includes(dist: Path) -> None:
+    """What git tracks under the sdist's include list is in it (a test's vectors too)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked sdist): nothing to compare with")
+    pathspec = pytest.importorskip("pathspec")  # hatchling's own matcher
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = pathspec.GitIgnoreSpec.from_lines(
+        config["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    )
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+    ).stdout.decode()
+    wanted = set()
+    for name in filter(None, tracked.split("\0")):
+        if not include.match_file(name):
+            continue
+        path = ROOT / name
+        if path.is_dir():  # a symlink to a directory: its files, under its name
+            wanted |= {f"{name}/{f.relative_to(path)}" for f in path.rglob("*") if f.is_file()}
+        else:
+            wanted.add(name)
+    (sdist,) = dist.glob("trizre-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert "patterns/vectors/envelope.json" in wanted  # the comparison sees them
+    assert not wanted - names, sorted(wanted - names)
 
 
 def test_the_wheel_installs_in_a_fresh_venv_and_runs(dist: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ out of sight).
 from __future__ import annotations
 
 import email
+import re
 import subprocess
 import sys
 import sysconfig
@@ -81,7 +82,13 @@ def test_the_wheel_holds_the_package_its_license_and_metadata(dist: Path) -> Non
     assert metadata["Requires-Python"] == ">=3.11"
     assert metadata["License-Expression"] == "MPL-2.0"
     assert any(url.startswith("Changelog, ") for url in metadata.get_all("Project-URL") or [])
-    assert metadata.get_payload().startswith("# trizre")  # the README, on the index
+    readme = metadata.get_payload()
+    assert readme.startswith("# trizre")  # the README, on the index
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    # On the index a relative link (docs/node.md, LICENSE) leads nowhere.
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert "https://github.com/trizre/trizre/blob/main/docs/getting-started.md" in links
+    assert all(link.startswith(("https://", "#")) for link in links), links
 
 
 def test_the_sdist_can_build_and_test_and_holds_nothing_local(dist: Path) -> None:

@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# What the demo needs (trio, pyzmq, attrs, trio-util, rich): no PySpark, no Java.
+# What the demo needs (the package alone: trio, pyzmq, attrs, trio-util, rich,
+# hypercorn): no PySpark, no Java.
 BASE_STAMP := $(VENV)/.installed-base
+# What the site needs (the docs extra): no PySpark, no Java either.
+DOCS_STAMP := $(VENV)/.installed-docs
 
 .PHONY: test lint typecheck pytest java chromium zyre demo bench bench-audit audit docs fuzz clean
 
@@ -17,9 +20,14 @@ $(BASE_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(BASE_STAMP)
 
+# Everything the tests need; it holds the docs extra, so the docs stamp too.
 $(STAMP): pyproject.toml $(BASE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,spark,docs]'
-	touch $(STAMP)
+	touch $(STAMP) $(DOCS_STAMP)
+
+$(DOCS_STAMP): pyproject.toml $(BASE_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
 
 test: lint pytest docs
 
@@ -101,16 +109,16 @@ fuzz: $(STAMP)
 		-k "mutated"
 
 # The audit benchmark writes ~2 GB of traces under /tmp.
-bench-audit: $(STAMP)
+bench-audit: $(STAMP) java
 	$(BIN)/python benchmarks/bench_audit.py --events 10000000
 
 # make audit TRACE_DIR=path [REPORT_DIR=path]
-audit: $(STAMP)
+audit: $(STAMP) java
 	$(BIN)/trizre audit $(TRACE_DIR) --out $(or $(REPORT_DIR),audit-report)
 
 # The site (mkdocs-material, API reference by mkdocstrings) into site/;
 # --strict: a broken link or a docstring griffe cannot read fails the build.
-docs: $(STAMP)
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:

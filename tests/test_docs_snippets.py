@@ -8,6 +8,7 @@ in a child process in a fresh directory and must exit 0 within its time.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import trizre
-from tests.doc_snippets import ROOT, Snippet, snippets
+from tests.doc_snippets import ROOT, SOURCES, Snippet, snippets
 
 SNIPPETS = snippets()
 GUARDED = [sys.executable, str(ROOT / "tests" / "guarded_snippet.py")]
@@ -28,6 +29,27 @@ def test_the_docs_have_snippets_and_name_loopback() -> None:
             assert 'interface="lo"' in snippet.code or 'discovery="gossip"' in snippet.code, (
                 f'{snippet.name}: a node in the docs must say interface="lo" (or explain)'
             )
+
+
+# Fence labels the docs use; a new one is a decision (is it Python? then it runs).
+NOT_PYTHON = {"sh", "text", "json", ""}
+
+
+def test_no_python_escapes_the_collector() -> None:
+    """A block labelled py, python3 or pycon, or indented in a list, would not run: refused."""
+    collected: dict[str, int] = {}
+    for snippet in SNIPPETS:
+        collected[snippet.path] = collected.get(snippet.path, 0) + 1
+    for pattern in SOURCES:
+        for path in sorted(ROOT.glob(pattern)):
+            name = str(path.relative_to(ROOT))
+            fences = re.findall(r"^([ \t]*)```(.*)$", path.read_text(), re.M)
+            openings = fences[::2]  # fences alternate: opening, closing
+            labels = {label.strip() for _, label in openings}
+            assert labels <= NOT_PYTHON | {"python"}, f"{name}: fence labels {labels}"
+            python = [indent for indent, label in openings if label.strip() == "python"]
+            assert not any(python), f"{name}: an indented python block is not collected"
+            assert len(python) == collected.get(name, 0), name
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[s.name for s in SNIPPETS])

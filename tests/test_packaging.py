@@ -10,10 +10,12 @@ out of sight).
 from __future__ import annotations
 
 import email
+import re
 import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -80,7 +82,13 @@ def test_the_wheel_holds_the_package_its_license_and_metadata(dist: Path) -> Non
     assert metadata["Requires-Python"] == ">=3.11"
     assert metadata["License-Expression"] == "MPL-2.0"
     assert any(url.startswith("Changelog, ") for url in metadata.get_all("Project-URL") or [])
-    assert metadata.get_payload().startswith("# trizre")  # the README, on the index
+    readme = metadata.get_payload()
+    assert readme.startswith("# trizre")  # the README, on the index
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    # On the index a relative link (docs/node.md, LICENSE) leads nowhere.
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert "https://github.com/trizre/trizre/blob/main/docs/getting-started.md" in links
+    assert all(link.startswith(("https://", "#")) for link in links), links
 
 
 def test_the_sdist_can_build_and_test_and_holds_nothing_local(dist: Path) -> None:
@@ -92,6 +100,34 @@ def test_the_sdist_can_build_and_test_and_holds_nothing_local(dist: Path) -> Non
     assert "trizre/__init__.py" in names and "tests/conftest.py" in names
     assert not any(n.startswith((".venv", "site/", "dist/", ".git/")) for n in names)
     assert not any("__pycache__" in n for n in names)
+
+
+def test_the_sdist_holds_every_tracked_file_it_includes(dist: Path) -> None:
+    """What git tracks under the sdist's include list is in it (a test's vectors too)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked sdist): nothing to compare with")
+    pathspec = pytest.importorskip("pathspec")  # hatchling's own matcher
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = pathspec.GitIgnoreSpec.from_lines(
+        config["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    )
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+    ).stdout.decode()
+    wanted = set()
+    for name in filter(None, tracked.split("\0")):
+        if not include.match_file(name):
+            continue
+        path = ROOT / name
+        if path.is_dir():  # a symlink to a directory: its files, under its name
+            wanted |= {f"{name}/{f.relative_to(path)}" for f in path.rglob("*") if f.is_file()}
+        else:
+            wanted.add(name)
+    (sdist,) = dist.glob("trizre-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert "patterns/vectors/envelope.json" in wanted  # the comparison sees them
+    assert not wanted - names, sorted(wanted - names)
 
 
 def test_the_wheel_installs_in_a_fresh_venv_and_runs(dist: Path, tmp_path: Path) -> None:

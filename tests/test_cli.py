@@ -333,7 +333,7 @@ def test_the_guard_catches_a_command_leaving_loopback() -> None:
         "--interface",
         "lo",
         "--gossip",
-        "tcp://192.0.2.1:9999",
+        "tcp://192.0.2.1:9999",  # ok-net: TEST-NET-1, the guard must catch it
         "--endpoint",
         "tcp://127.0.0.1:*",
         "--wait",

@@ -325,6 +325,7 @@ async def test_the_command_serves_until_sigterm() -> None:
 
 
 def test_the_command_refuses_a_remote_bind_without_the_flag() -> None:
+    # ok-net: refused before anything is bound
     result = cli("mdp-bridge", "--interface", "lo", "--bind", "tcp://0.0.0.0:5555")
     assert result.returncode == 1
     assert "--allow-remote" in result.stderr and "Traceback" not in result.stderr

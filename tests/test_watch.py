@@ -48,8 +48,8 @@ def test_loopback_addresses_are_taken(text: str, expected: tuple[str, int]) -> N
         (":8080", "HOST:PORT"),
         ("127.0.0.1:http", "not a port"),
         ("127.0.0.1:70000", "out of range"),
-        ("0.0.0.0:8080", "--web-allow-remote"),
-        ("192.0.2.7:8080", "--web-allow-remote"),
+        ("0.0.0.0:8080", "--web-allow-remote"),  # ok-net: refused, never bound
+        ("192.0.2.7:8080", "--web-allow-remote"),  # ok-net: refused
         ("[::]:8080", "--web-allow-remote"),
         ("example.org:8080", "--web-allow-remote"),
     ],
@@ -60,6 +60,7 @@ def test_bad_or_remote_addresses_are_refused(text: str, message: str) -> None:
 
 
 def test_remote_addresses_need_the_flag() -> None:
+    # ok-net: parsed only
     assert parse_address("0.0.0.0:8080", allow_remote=True) == ("0.0.0.0", 8080)
 
 
@@ -253,6 +254,7 @@ async def _echo(request: patterns.IncomingRequest) -> bytes:
 
 
 def test_watch_refuses_a_remote_address_without_the_flag() -> None:
+    # ok-net: refused before anything is bound
     result = cli("watch", "--interface", "lo", "--web", "0.0.0.0:0")
     assert result.returncode == 1
     assert "--web-allow-remote" in result.stderr and "Traceback" not in result.stderr

@@ -27,7 +27,8 @@ def stats(count: int, p50: float | None = None) -> LatencyStats:
     return {"count": count, "p50": p50, "p90": p50, "p99": p50, "max": p50, "mean": p50}
 
 
-def summary(*, lost: int = 0, dual_active: bool = False) -> Summary:
+def summary(*, lost: int = 0, dual_active: bool = False, unreadable: int = 0) -> Summary:
+    """A hand-made summary: 118 valid lines, and ``unreadable`` malformed ones."""
     flags: dict[str, Flag] = {
         name: {"count": 0, "requests": [], "truncated": False, "fails_audit": name in FLAGS}
         for name in (*FLAGS, *INFO_FLAGS)
@@ -56,10 +57,10 @@ def summary(*, lost: int = 0, dual_active: bool = False) -> Summary:
         "input": {
             "trace_path": "/traces/<run> & co",
             "clock": "m",
-            "lines": 120,
+            "lines": 118 + unreadable,
             "valid_lines": 118,
-            "malformed_lines": 1,
-            "other_version_lines": 1,
+            "malformed_lines": unreadable,
+            "other_version_lines": 0,
             "incomplete_lines": 0,
             "kinds": {"enter": 2},
             "nodes": 3,
@@ -177,6 +178,7 @@ def test_a_clean_summary_passes_and_a_flagged_one_fails() -> None:
     assert not failed(summary())
     assert failed(summary(lost=1))
     assert failed(summary(dual_active=True))
+    assert failed(summary(unreadable=1))  # a verdict that does not cover every line
     assert not failed({"timings": {}, "input": summary()["input"]})  # nothing valid to judge
 
 

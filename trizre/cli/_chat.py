@@ -49,9 +49,19 @@ async def _chat(args: argparse.Namespace) -> int:
         events = node.events()
         await node.join(group)
         print(f"* chatting in {printable(group)} as {printable(node.name)}", flush=True)
+        # Peers met before we subscribed joined without an event we could
+        # see: say who is here, and not again when their JOIN comes through.
+        here = set(node.peers_by_group(group))
+        for peer in here:
+            print(f"* {printable(node.peer_name(peer))} is here", flush=True)
 
         async def print_events() -> None:
             async for event in events:
+                if isinstance(event, Join) and event.peer in here:
+                    here.discard(event.peer)  # announced already
+                    continue
+                if isinstance(event, Leave | Exit):
+                    here.discard(event.peer)
                 if (line := show(event, group)) is not None:
                     print(line, flush=True)
 

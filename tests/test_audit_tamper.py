@@ -10,11 +10,12 @@ judge).  One local SparkSession serves every case (the command reuses it).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import test_audit
 from tests.audit_traces import Traces, rid
 
 pytest.importorskip("pyspark")
@@ -33,13 +34,7 @@ pytestmark = pytest.mark.spark
 Edit = Callable[[Path], None]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = cli.build_session("local[2]", app_name="trizre-tamper-tests", shuffle_partitions=2)
-    try:
-        yield session
-    finally:
-        session.stop()
+spark = test_audit.spark  # the fixture: one local session for the module
 
 
 def clean_traces(directory: Path) -> Path:

@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 import zmq
+import zmq.utils.z85
 from zmq.utils.monitor import parse_monitor_message
 
 import trizre
@@ -172,6 +173,46 @@ def test_a_stranger_hello_must_declare_the_key_it_connected_with() -> None:
     assert hello_from_stranger(frames(key.public_z85)[1:], 2, curve=True) is None
     # A plain node never sees key-prefixed identities: they do not qualify.
     assert hello_from_stranger(frames(key.public_z85), 2) is None
+
+
+def _zero_led_pair() -> tuple[str, str]:
+    """A real key pair whose public key starts with a zero octet (1 in 256)."""
+    while True:
+        public, secret = zmq.curve_keypair()
+        if zmq.utils.z85.decode(public)[0] == 0:
+            return public.decode(), secret.decode()
+
+
+def test_generate_never_makes_a_key_zyre_would_ignore(monkeypatch: pytest.MonkeyPatch) -> None:
+    """zyre drops a beacon whose key starts with 0x00: generate draws again."""
+    hidden = _zero_led_pair()
+    raw_hidden = (hidden[0].encode(), hidden[1].encode())
+    draws = iter([raw_hidden, raw_hidden, zmq.curve_keypair()])
+    monkeypatch.setattr(zmq, "curve_keypair", lambda: next(draws))
+    cert = trizre.Certificate.generate()
+    assert cert.public[0] != 0 and not cert.hidden_from_zyre
+    assert next(draws, None) is None  # both zero-led pairs were drawn and refused
+    assert trizre.Certificate.from_keys(hidden[0], hidden[1]).hidden_from_zyre
+
+
+async def test_a_node_with_a_key_zyre_ignores_warns_and_still_works(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    public, secret = _zero_led_pair()
+    hidden = trizre.Certificate.from_keys(public, secret)
+    other = trizre.Certificate.generate()
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("a", beacon_port=port, curve=hidden, curve_allow=[other], **FAST) as n,
+            trizre.open_node("b", beacon_port=port, curve=other, curve_allow=[hidden], **FAST),
+        ):
+            await n.wait_for_peer("b")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings if hidden.public_z85 in r.getMessage()] == [
+        f"CURVE public key {hidden.public_z85} starts with a zero octet: zyre ignores "
+        "this node's beacons (make a new certificate to be found by zyre)"
+    ]
 
 
 # ------------------------------------------------------------ the options

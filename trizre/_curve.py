@@ -128,9 +128,30 @@ class Certificate:
 
     @classmethod
     def generate(cls) -> Certificate:
-        """A new random key pair."""
-        public, secret = zmq.curve_keypair()
-        return cls(curve_key(public.decode()), curve_key(secret.decode()))
+        """A new random key pair whose public key zyre can see.
+
+        zyre takes a beacon whose public key starts with a zero octet for
+        a beacon without a key and ignores it, so a node with such a key
+        (one in 256 random keys) would never be found by zyre.  Such pairs
+        are drawn again.
+        """
+        while True:
+            public, secret = zmq.curve_keypair()
+            cert = cls(curve_key(public.decode()), curve_key(secret.decode()))
+            if not cert.hidden_from_zyre:
+                return cert
+
+    @property
+    def hidden_from_zyre(self) -> bool:
+        """True when the public key starts with a zero octet.
+
+        zyre (``zyre_node.c``, receiving a beacon) reads such a key as
+        absent and drops the beacon, so zyre nodes never find a node
+        using this certificate over UDP beacons; gossip and trizre or
+        pyre peers are not affected.  :meth:`generate` never makes one;
+        a loaded certificate can be one, and the node then logs a warning.
+        """
+        return self.public[0] == 0
 
     @classmethod
     def from_keys(cls, public: bytes | str, secret: bytes | str | None = None) -> Certificate:

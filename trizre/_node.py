@@ -1103,6 +1103,12 @@ class Node:
         curve: CurveServer | None = None
         if (cert := self._curve) is not None:
             assert cert.secret is not None
+            if cert.hidden_from_zyre:
+                log.warning(
+                    "CURVE public key %s starts with a zero octet: zyre ignores this "
+                    "node's beacons (make a new certificate to be found by zyre)",
+                    cert.public_z85,
+                )
             curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
         interface = self._interface
         self._inbox, self._endpoint = bind_inbox(

@@ -224,6 +224,25 @@ def test_orphan_and_retry_distribution(req: dict[str, Any]) -> None:
     assert counts["abandoned"] == 2
 
 
+def test_counts_per_client(req: dict[str, Any]) -> None:
+    """What a client's own tally is checked against (make chaos)."""
+    summary = req["summary"]
+    by_client = summary["by_client"]
+    assert sorted(by_client) == sorted([C1.uuid, C2.uuid])
+    assert by_client[C1.uuid]["lost"] == 1 and by_client[C2.uuid]["lost"] == 0
+    assert by_client[C2.uuid]["abandoned"] >= 1
+    for client in (C1, C2):
+        mine = [r for r in req["rows"].values() if r["client"] == client.uuid and r["sends"]]
+        assert by_client[client.uuid] == {
+            "sent": len(mine),
+            "answered": sum(1 for r in mine if r["answers"]),
+            "abandoned": sum(1 for r in mine if r["abandons"]),
+            "lost": sum(1 for r in mine if r["lost"]),
+        }
+    for key in ("sent", "answered", "abandoned"):
+        assert sum(c[key] for c in by_client.values()) == summary["counts"][key]
+
+
 # --------------------------------------------------------------------------
 # Latency percentiles
 

@@ -71,6 +71,7 @@ def summary(*, lost: int = 0, dual_active: bool = False, unreadable: int = 0) ->
             "counts": dict.fromkeys(REQUEST_COUNTS, 7),
             "flags": flags,
             "retries": {"0": 6, "2": 1},
+            "by_client": {},
         },
         "latency": {
             "overall": stats(7, 0.002),

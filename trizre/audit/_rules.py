@@ -38,6 +38,7 @@ from ._summary import (
     FLAGS,
     INFO_FLAGS,
     REQUEST_COUNTS,
+    ClientCounts,
     ClientGap,
     ExitEntry,
     FailoverOutage,
@@ -483,7 +484,27 @@ def request_summary(table: DataFrame, max_listed: int) -> RequestSummary:
         .collect()
     }
     counts = {key: _int(totals[key]) for key in REQUEST_COUNTS}
-    return {"counts": counts, "flags": flags, "retries": retries}
+    # One row per client node (a fleet has thousands at most), so that a
+    # client's own tally can be checked against the traces.
+    by_client: dict[str, ClientCounts] = {
+        r["client"]: {
+            "sent": _int(r["sent"]),
+            "answered": _int(r["answered"]),
+            "abandoned": _int(r["abandoned"]),
+            "lost": _int(r["lost"]),
+        }
+        for r in table.where(F.col("sends") > 0)
+        .groupBy("client")
+        .agg(
+            F.count(F.lit(1)).alias("sent"),
+            F.count(F.when(F.col("answers") > 0, 1)).alias("answered"),
+            F.count(F.when(F.col("abandons") > 0, 1)).alias("abandoned"),
+            F.count(F.when(F.col("lost"), 1)).alias("lost"),
+        )
+        .orderBy("client")
+        .collect()
+    }
+    return {"counts": counts, "flags": flags, "retries": retries, "by_client": by_client}
 
 
 def _latency_row(row: Row) -> LatencyStats:

@@ -101,12 +101,22 @@ class Flag(TypedDict):
     fails_audit: bool
 
 
+class ClientCounts(TypedDict):
+    """One client's requests as the audit counted them."""
+
+    sent: int
+    answered: int
+    abandoned: int
+    lost: int
+
+
 class RequestSummary(TypedDict):
-    """Counts (keys of :data:`REQUEST_COUNTS`), flags, and retries per request."""
+    """Counts (keys of :data:`REQUEST_COUNTS`), flags, retries, and counts per client."""
 
     counts: dict[str, int]
     flags: dict[str, Flag]
     retries: dict[str, int]
+    by_client: dict[str, ClientCounts]
 
 
 class LatencyStats(TypedDict):

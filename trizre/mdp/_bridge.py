@@ -433,31 +433,35 @@ async def open_mdp_bridge(
         raise zmq.ZMQError(exc.errno, f"cannot bind the MDP bridge to {bind!r}: {exc}") from exc
     sock = ZSocket(raw)
     endpoint = raw.getsockopt_string(zmq.LAST_ENDPOINT)
-    with unwrap_single_exception_group():
-        async with (
-            open_service_client(
-                node, policy or RetryPolicy(), max_in_flight=max_in_flight
-            ) as client,
-            trio.open_nursery() as nursery,
-        ):
-            bridge = MdpBridge(
-                node,
-                sock,
-                endpoint,
-                client,
-                nursery,
-                heartbeat=heartbeat,
-                liveness=liveness,
-                busy_timeout=busy_timeout,
-                max_workers=max_workers,
-                max_queued=max_queued,
-                max_in_flight=max_in_flight,
-            )
-            nursery.start_soon(bridge._read)
-            nursery.start_soon(bridge._keepalive)
-            try:
-                yield bridge
-            finally:
-                nursery.cancel_scope.cancel()
-                with suppress(Exception):
-                    sock.close()
+    try:
+        with unwrap_single_exception_group():
+            async with (
+                open_service_client(
+                    node, policy or RetryPolicy(), max_in_flight=max_in_flight
+                ) as client,
+                trio.open_nursery() as nursery,
+            ):
+                bridge = MdpBridge(
+                    node,
+                    sock,
+                    endpoint,
+                    client,
+                    nursery,
+                    heartbeat=heartbeat,
+                    liveness=liveness,
+                    busy_timeout=busy_timeout,
+                    max_workers=max_workers,
+                    max_queued=max_queued,
+                    max_in_flight=max_in_flight,
+                )
+                nursery.start_soon(bridge._read)
+                nursery.start_soon(bridge._keepalive)
+                try:
+                    yield bridge
+                finally:
+                    nursery.cancel_scope.cancel()
+    finally:
+        # Only once the tasks have ended: closing under a task still waiting
+        # on the socket would raise ClosedResourceError in it.
+        with suppress(Exception):
+            sock.close()

@@ -136,6 +136,9 @@ def request_cases() -> Traces:
     tr.sent(C2, W2, RETRIED, 12.5, attempt=2)
     tr.executed(W2, C2, RETRIED, 12.51)
     tr.answered(C2, W2, RETRIED, 12.52, latency=0.52, attempt=2)
+    # The clients stopped cleanly: what they never heard back about is lost.
+    for client in (C1, C2):
+        tr.line(client, "node-stop", 20.0)
     return tr
 
 
@@ -224,6 +227,64 @@ def test_orphan_and_retry_distribution(req: dict[str, Any]) -> None:
     assert counts["abandoned"] == 2
 
 
+def test_killed_client_leaves_its_requests_interrupted_not_lost(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Unanswered requests: lost if the client stopped cleanly, else its trace decides."""
+    tr = Traces()
+    server = tr.node("server", start=0.0)
+    killed, restarted, clean, unknown = (
+        tr.node(name) for name in ("killed", "restarted", "clean", "unknown")
+    )
+    for node in (killed, restarted, clean):
+        tr.line(node, "node-start", 0.0, endpoint="tcp://127.0.0.1:5670")
+    tr.request(killed, server, 1, 1.0)
+    tr.sent(killed, server, 2, 2.0)  # kill -9: its trace just ends
+    tr.sent(restarted, server, 1, 1.0)
+    tr.line(restarted, "node-start", 3.0, endpoint="tcp://127.0.0.1:5670")  # same UUID again
+    tr.sent(restarted, server, 2, 4.0)  # this life ends cleanly, unanswered
+    tr.line(restarted, "node-stop", 9.0)
+    tr.sent(clean, server, 1, 1.0)
+    tr.line(clean, "node-stop", 9.0)
+    tr.sent(unknown, server, 1, 1.0)  # no lifecycle lines at all: cannot tell
+    table = request_table(_lines(spark, tr.write(tmp_path)))
+    rows = {(r["client"], int(r["rid"], 16)): r for r in table.collect()}
+    verdict = {
+        (node.name, n): ("interrupted" if rows[node.uuid, n]["interrupted"] else "")
+        + ("lost" if rows[node.uuid, n]["lost"] else "")
+        for node, n in [(killed, 1), (killed, 2), (restarted, 1), (restarted, 2)]
+        + [(clean, 1), (unknown, 1)]
+    }
+    assert verdict == {
+        ("killed", 1): "",
+        ("killed", 2): "interrupted",
+        ("restarted", 1): "interrupted",
+        ("restarted", 2): "lost",
+        ("clean", 1): "lost",
+        ("unknown", 1): "lost",
+    }
+    summary = request_summary(table, 10)
+    assert summary["flags"]["interrupted"]["fails_audit"] is False
+    assert summary["by_client"][killed.uuid]["interrupted"] == 1
+    assert summary["by_client"][restarted.uuid] == {
+        "requests": 2, "sent": 2, "answered": 0, "abandoned": 0, "lost": 1, "interrupted": 1,
+    }  # fmt: skip
+
+
+def test_abandoned_before_any_send_is_the_clients_not_an_orphan(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """No server ever present: the client gave up without sending, and said so."""
+    tr = Traces()
+    client = tr.node("client", start=0.0)
+    tr.abandoned(client, 1, 3.0, attempts=3)
+    table = request_table(_lines(spark, tr.write(tmp_path)))
+    (row,) = table.collect()
+    assert (row["sends"], row["abandons"], row["orphan"], row["lost"]) == (0, 1, False, False)
+    counts = request_summary(table, 10)["by_client"][client.uuid]
+    assert (counts["requests"], counts["sent"], counts["abandoned"]) == (1, 0, 1)
+
+
 def test_counts_per_client(req: dict[str, Any]) -> None:
     """What a client's own tally is checked against (make chaos)."""
     summary = req["summary"]
@@ -234,10 +295,12 @@ def test_counts_per_client(req: dict[str, Any]) -> None:
     for client in (C1, C2):
         mine = [r for r in req["rows"].values() if r["client"] == client.uuid and r["sends"]]
         assert by_client[client.uuid] == {
+            "requests": len(mine),
             "sent": len(mine),
             "answered": sum(1 for r in mine if r["answers"]),
             "abandoned": sum(1 for r in mine if r["abandons"]),
             "lost": sum(1 for r in mine if r["lost"]),
+            "interrupted": 0,
         }
     for key in ("sent", "answered", "abandoned"):
         assert sum(c[key] for c in by_client.values()) == summary["counts"][key]
@@ -367,6 +430,7 @@ def test_clean_run_has_no_flags(clean_run: dict[str, Any]) -> None:
         "double_reply": 0,
         "out_of_order": 0,
         "re_executed": 0,
+        "interrupted": 0,
         "orphan": 0,
     }
     assert summary["requests"]["counts"]["refused"] == 1

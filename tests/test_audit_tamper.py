@@ -46,6 +46,7 @@ def clean_traces(directory: Path) -> Path:
     tr.bstar(backup, 0.6, "BACKUP", "PASSIVE", "PEER_ACTIVE")
     for n in range(1, 6):
         tr.request(client, primary, n, float(n), idempotent=True)
+    tr.line(client, "node-stop", 6.0)  # it stopped cleanly: what it lacks, it lost
     return tr.write(directory)
 
 

@@ -335,7 +335,10 @@ def request_table(lines: DataFrame) -> DataFrame:
     """One row per request (client, rid), from the valid lines.
 
     A single grouped aggregation: every request line is keyed by its client
-    (``node`` on client-side kinds, ``client`` on server-side ones).
+    (``node`` on client-side kinds, ``client`` on server-side ones); then
+    each row is joined with its client's ``node-start``/``node-stop`` times
+    (a few per node) to tell a request lost by the system from one whose
+    client was killed with it in flight.
     """
     kinds = (*T.CLIENT_SIDE_KINDS, *T.SERVER_SIDE_KINDS)
     keyed = lines.where(_kind(*kinds) & F.col("rid").isNotNull()).select(
@@ -393,6 +396,7 @@ def request_table(lines: DataFrame) -> DataFrame:
             first_answer.alias("first_answer"),
             F.max(F.when(answered, F.col("ts"))).alias("last_answered_ts"),
             F.count(F.when(abandoned, 1)).alias("abandons"),
+            F.count(F.when(_kind(*T.CLIENT_SIDE_KINDS), 1)).alias("client_lines"),
             F.min(F.when(abandoned, F.col("ts"))).alias("abandoned_ts"),
             F.max(F.when(abandoned, F.col("attempt"))).alias("abandon_attempts"),
         )
@@ -408,20 +412,40 @@ def request_table(lines: DataFrame) -> DataFrame:
     # Binary Star failover) are at-least-once behaviour: "re_executed".
     runs = F.col("idempotent_runs")
     duplicate = F.size(runs) > F.size(F.array_distinct(runs))
+    unanswered = (F.col("sends") > 0) & (F.col("answers") == 0) & (F.col("abandons") == 0)
+    # Unanswered and the client's own trace shows it started before sending
+    # and never stopped cleanly before its next start (or the trace's end):
+    # killed (kill -9, a crash) with the request in flight.  Its client can
+    # no longer be answered; nothing says the system lost it.
+    lifecycle = (
+        lines.where(_kind(T.NODE_START, T.NODE_STOP))
+        .groupBy(F.col("node").alias("client"))
+        .agg(
+            F.collect_list(F.when(_kind(T.NODE_START), F.col("ts"))).alias("starts"),
+            F.collect_list(F.when(_kind(T.NODE_STOP), F.col("ts"))).alias("stops"),
+        )
+    )
+    sent_at = F.col("first_sent_ts")
+    next_start = F.array_min(F.filter("starts", lambda x: x > sent_at))
+    started = F.exists("starts", lambda x: x <= sent_at)
+    stopped = F.exists(
+        "stops", lambda x: (x >= sent_at) & (next_start.isNull() | (x < next_start))
+    )
+    killed = F.coalesce(started & ~stopped, F.lit(False))
     return (
-        table.withColumn("answered_ts", F.col("first_answer.ts"))
+        table.join(F.broadcast(lifecycle), "client", "left")
+        .withColumn("answered_ts", F.col("first_answer.ts"))
         .withColumn("answered_by", F.col("first_answer.peer"))
         .withColumn("status", F.col("first_answer.status"))
         .withColumn("latency", F.col("first_answer.latency"))
         .withColumn("retries", F.col("attempts") - 1)
-        .withColumn(
-            "lost", (F.col("sends") > 0) & (F.col("answers") == 0) & (F.col("abandons") == 0)
-        )
+        .withColumn("lost", unanswered & ~killed)
+        .withColumn("interrupted", unanswered & killed)
         .withColumn("duplicate_execution", duplicate)
         .withColumn("double_reply", F.col("answers") > 1)
         .withColumn("out_of_order", F.coalesce(out_of_order, F.lit(False)))
         .withColumn("re_executed", (F.col("executions") > 1) & ~duplicate)
-        .withColumn("orphan", F.col("sends") == 0)
+        .withColumn("orphan", F.col("client_lines") == 0)
         .select(*REQUEST_COLUMNS)
     )
 
@@ -488,18 +512,22 @@ def request_summary(table: DataFrame, max_listed: int) -> RequestSummary:
     # client's own tally can be checked against the traces.
     by_client: dict[str, ClientCounts] = {
         r["client"]: {
+            "requests": _int(r["requests"]),
             "sent": _int(r["sent"]),
             "answered": _int(r["answered"]),
             "abandoned": _int(r["abandoned"]),
             "lost": _int(r["lost"]),
+            "interrupted": _int(r["interrupted"]),
         }
-        for r in table.where(F.col("sends") > 0)
+        for r in table.where(~F.col("orphan"))
         .groupBy("client")
         .agg(
-            F.count(F.lit(1)).alias("sent"),
+            F.count(F.lit(1)).alias("requests"),
+            F.count(F.when(F.col("sends") > 0, 1)).alias("sent"),
             F.count(F.when(F.col("answers") > 0, 1)).alias("answered"),
             F.count(F.when(F.col("abandons") > 0, 1)).alias("abandoned"),
             F.count(F.when(F.col("lost"), 1)).alias("lost"),
+            F.count(F.when(F.col("interrupted"), 1)).alias("interrupted"),
         )
         .orderBy("client")
         .collect()

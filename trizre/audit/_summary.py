@@ -46,7 +46,7 @@ __all__ = [
 FLAGS: Final = ("lost", "duplicate_execution", "double_reply", "out_of_order")
 """Request flags that fail the audit."""
 
-INFO_FLAGS: Final = ("re_executed", "orphan")
+INFO_FLAGS: Final = ("re_executed", "interrupted", "orphan")
 """Request flags that are reported but do not fail the audit."""
 
 REQUEST_COUNTS: Final = {
@@ -102,12 +102,14 @@ class Flag(TypedDict):
 
 
 class ClientCounts(TypedDict):
-    """One client's requests as the audit counted them."""
+    """One client's requests as the audit counted them (orphans aside)."""
 
+    requests: int
     sent: int
     answered: int
     abandoned: int
     lost: int
+    interrupted: int
 
 
 class RequestSummary(TypedDict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import trizre
 from tests.nodes import FAST, free_udp_port, outlive_node, wait_logged
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, State
+from trizre.patterns import _protocol as patterns_protocol
 
 HEARTBEAT = 0.1  # failover after 0.2 s
 
@@ -41,12 +43,19 @@ async def run_server(
     task_status: Any,
     *,
     trace_dir: Path | None = None,
+    beacons_refresh: bool = False,
 ) -> None:
     stopped = trio.Event()
     try:
         with trio.CancelScope() as scope:
             async with (
-                trizre.open_node(name, beacon_port=port, trace_dir=trace_dir, **FAST) as node,
+                trizre.open_node(
+                    name,
+                    beacon_port=port,
+                    trace_dir=trace_dir,
+                    beacons_refresh=beacons_refresh,
+                    **FAST,
+                ) as node,
                 patterns.open_binary_star_server(
                     node, answer, primary=primary, partner=partner, heartbeat=HEARTBEAT
                 ) as star,
@@ -173,6 +182,71 @@ async def test_server_configuration_errors() -> None:
         with pytest.raises(ValueError, match="different names"):
             async with patterns.open_binary_star_client(node, "x", "x"):
                 pass
+
+
+def _drop_heartbeats(node: trizre.Node) -> None:
+    """From now on the node's STATE whispers are lost, as on a stalled TCP link."""
+    whisper = node.whisper
+
+    async def lossy(peer: Any, *frames: bytes) -> None:
+        if isinstance(patterns_protocol.decode(frames), patterns_protocol.State):
+            return
+        await whisper(peer, *frames)
+
+    node.whisper = lossy  # type: ignore[method-assign]
+
+
+async def test_a_partner_heard_without_heartbeats_is_not_voted_out() -> None:
+    """Heartbeats lost but the active's node still heard (beacons): no second ACTIVE."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            primary = await nursery.start(
+                functools.partial(run_server, beacons_refresh=True), port, "p", True, "b"
+            )
+            backup = await nursery.start(
+                functools.partial(run_server, beacons_refresh=True), port, "b", False, "p"
+            )
+            await backup.star.state.wait_value(State.PASSIVE)
+            _drop_heartbeats(primary.node)
+            # Past the expiry the heartbeats alone would give: a vote would win.
+            await trio.sleep_until(backup.star._fsm.peer_expiry + HEARTBEAT)
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_lazy_pirate_client(cli, "b", RetryPolicy(0.3, 2)) as client,
+            ):
+                with pytest.raises(patterns.RequestAbandoned):
+                    await client.request(b"vote")  # refused (503) twice
+            assert backup.star.state.value is State.PASSIVE
+            assert backup.star.server.refused >= 2 and backup.star.server.executed == 0
+            assert primary.star.state.value is State.ACTIVE
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_server_stopped_while_its_node_runs_lets_its_partner_take_over() -> None:
+    """Stopping the server (not the node) leaves trizre/bstar: the vote then wins."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trio.open_nursery() as nursery,
+            trizre.open_node("p", beacon_port=port, beacons_refresh=True, **FAST) as p_node,
+        ):
+            backup = await nursery.start(
+                functools.partial(run_server, beacons_refresh=True), port, "b", False, "p"
+            )
+            async with patterns.open_binary_star_server(
+                p_node, answer, primary=True, partner="b", heartbeat=HEARTBEAT
+            ) as star:
+                await backup.star.state.wait_value(State.PASSIVE)
+                assert star.state.value is State.ACTIVE
+            # p's node goes on beaconing; its server has left the group.
+            async with (
+                trizre.open_node("c", beacon_port=port, **FAST) as cli,
+                patterns.open_lazy_pirate_client(cli, "b", RetryPolicy(0.3, 10)) as client,
+            ):
+                assert await client.request(b"vote") == (b"ok:vote",)
+            assert backup.star.state.value is State.ACTIVE
+            nursery.cancel_scope.cancel()
 
 
 async def test_a_server_whose_node_stopped_first_ends_cleanly() -> None:

@@ -173,6 +173,32 @@ def test_normal_start() -> None:
     assert backup.state is S
 
 
+def test_a_partner_seen_alive_is_not_voted_out() -> None:
+    """Heartbeats late (a stalled TCP link), the partner's node still heard: no takeover."""
+    primary, backup = running_pair()  # last heartbeats at 3.0: expiry 5.0
+    backup.partner_seen(4.5)  # e.g. its beacon
+    assert backup.peer_expiry == 6.5
+    tr = backup.client_request(6.0)
+    assert (tr.accepted, backup.state) == (False, S)
+    backup.partner_seen(4.0)  # older news never moves the expiry back
+    assert backup.peer_expiry == 6.5
+    tr = backup.client_request(6.5)  # silent for a failover timeout: the vote wins
+    assert tr.accepted and backup.state is A
+
+
+def test_partner_seen_checks_its_input_and_respects_a_fatal_machine() -> None:
+    primary, backup = running_pair()
+    with pytest.raises(TypeError):
+        backup.partner_seen("soon")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        backup.partner_seen(math.inf)
+    with pytest.raises(DualPassive):
+        backup.peer_state(S, 3.5)
+    with pytest.raises(DualPassive):
+        backup.partner_seen(3.6)
+    assert backup.peer_expiry == 5.0
+
+
 def test_start_order_does_not_matter() -> None:
     # The backup alone refuses clients for ever, peer expiry or not.
     backup = BinaryStarFSM(primary=False, now=0.0)

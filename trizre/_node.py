@@ -260,6 +260,20 @@ class Node:
         """
         return self._present(peer).protocol.responsive
 
+    def peer_last_heard(self, peer: UUID) -> float:
+        """When a present peer last proved it is alive, on ``trio.current_time()``'s clock.
+
+        Any message from it counts, and its beacons too when the node was
+        opened with ``beacons_refresh=True``: beacons are UDP, so they keep
+        arriving while a lossy network stalls the TCP link.  A peer in this
+        same process (an in-memory link) is alive while it is present: now.
+        Raises :class:`UnknownPeer` if the peer is not present.
+        """
+        session = self._present(peer)
+        if session.link.in_process:
+            return trio.current_time()
+        return session.protocol.presence.last_heard
+
     def find_peers(self, name: str) -> list[UUID]:
         """The present peers whose HELLO gave ``name`` (names need not be unique)."""
         return [p.uuid for p in self._entered() if p.protocol.name == name]

@@ -5,6 +5,14 @@ other every heartbeat (a STATE pattern message), and feed what they hear,
 and every client request, to the pure state machine in ``_bstar_fsm``.
 Only the active server answers requests; the other refuses them with 503
 so that clients move on.
+
+Each server is also a member of the group ``trizre/bstar`` while it serves.
+A partner that is a member and whose node ZRE still hears from (its
+messages, and its beacons with ``beacons_refresh=True``) is alive even when
+its heartbeats are late: on a lossy network TCP can stall for seconds
+while the UDP beacons get through, and a client vote then must not make a
+second ACTIVE server.  A server stopped while its node runs leaves the
+group, so its partner can take over.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
 __all__ = ["BinaryStarServer", "DuplicateServer", "open_binary_star_server"]
 
 log = logging.getLogger("trizre.patterns.bstar")
+
+BSTAR_GROUP = "trizre/bstar"
+"""The group every Binary Star server is in while it serves."""
 
 
 class DuplicateServer(BinaryStarError):
@@ -117,7 +128,17 @@ class BinaryStarServer:
             transitions=[list(entry) for entry in self._history],
         )
 
+    def _partner_seen(self) -> None:
+        """Tell the machine when the partner's node was last heard while serving."""
+        node = self.node
+        for peer in node.peers_by_group(BSTAR_GROUP):
+            with suppress(NodeError):
+                if node.peer_name(peer) == self.partner:
+                    self._fsm.partner_seen(node.peer_last_heard(peer))
+
     def _gate(self, _request: IncomingRequest) -> int | None:
+        if self._fsm.state in (State.PRIMARY, State.PASSIVE):  # a vote: is the partner alive?
+            self._partner_seen()
         transition = self._fsm.client_request(trio.current_time())
         self._record(transition)
         return None if transition.accepted else proto.Status.UNAVAILABLE
@@ -250,8 +271,17 @@ async def open_binary_star_server(
             star._publish()
             nursery.start_soon(star._listen, events)
             nursery.start_soon(star._heartbeat)
+            await node.join(BSTAR_GROUP)
             try:
                 yield star
             finally:
                 events.close()
                 nursery.cancel_scope.cancel()
+                # Say we no longer serve, if our node still runs (shielded:
+                # this runs on cancellation too; bounded: never hangs a stop).
+                with (
+                    trio.CancelScope(shield=True),
+                    trio.move_on_after(1.0),
+                    suppress(trio.ClosedResourceError, NodeError),
+                ):
+                    await node.leave(BSTAR_GROUP)

@@ -319,6 +319,20 @@ class BinaryStarFSM:
         self._peer_expiry = at + self.failover_timeout
         return transition
 
+    def partner_seen(self, at: float) -> None:
+        """The partner's server was alive at ``at`` (heard from, without a heartbeat).
+
+        Moves the peer expiry to ``at + failover_timeout`` if that is later;
+        no state changes.  For liveness the transport knows better than the
+        heartbeats (a ZRE node still beaconing while TCP stalls): the
+        partner does not count as dead while it is seen.  Raises as
+        :meth:`peer_state` does (and leaves the expiry alone once fatal).
+        """
+        seen = _check_now(at)
+        if self._fatal is not None:
+            raise self._fatal.with_traceback(None)
+        self._peer_expiry = max(self._peer_expiry, seen + self.failover_timeout)
+
     def client_request(self, now: float) -> Transition:
         """Apply a client request received at ``now``; ``accepted`` says whether to answer it.
 

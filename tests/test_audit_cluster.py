@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,95 +31,23 @@ try:
 except _java.JavaError as exc:  # pragma: no cover - depends on the machine
     pytest.skip(f"no usable Java: {exc}", allow_module_level=True)
 
-import pyspark
-
+from benchmarks.spark_cluster import spark_env, standalone_cluster
 from tests.test_audit import request_cases
 
 pytestmark = pytest.mark.spark
-
-SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
-LOOPBACK_ENV = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, **LOOPBACK_ENV}
-    env["JAVA_HOME"] = str(Path(JAVA.path).resolve().parent.parent)
-    return env
-
-
-def _alive_workers(ui_port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as page:
-            state = json.load(page)
-    except OSError:
-        return 0
-    return int(state.get("aliveworkers", 0))
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``spark://127.0.0.1:PORT`` of a running master with one registered worker."""
-    logs = tmp_path_factory.mktemp("spark-cluster")
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, *args: str) -> None:
-        with (logs / f"{name}.log").open("wb") as log:
-            processes.append(
-                subprocess.Popen(
-                    [str(SPARK_CLASS), *args],
-                    env=_env(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its JVM and children die together
-                )
-            )
-
-    try:
-        start(
-            "master", "org.apache.spark.deploy.master.Master",
-            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui),
-        )  # fmt: skip
-        start(
-            "worker", "org.apache.spark.deploy.worker.Worker", master_url,
-            "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-            "--webui-port", str(worker_ui),
-        )  # fmt: skip
-        deadline = time.monotonic() + 120  # two JVMs starting on a loaded machine
-        while _alive_workers(ui) < 1:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                raise RuntimeError(
-                    "the standalone cluster did not start: "
-                    + " | ".join(
-                        (logs / f"{n}.log").read_text()[-2000:] for n in ("master", "worker")
-                    )
-                )
-            time.sleep(0.5)  # polling another process's state
-        yield master_url
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), JAVA.path) as url:
+        yield url
 
 
 def _audit(traces: Path, out: Path, *master: str) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, "-m", "trizre.audit", str(traces), "--out", str(out), "--quiet", *master],
-        env=_env(),
+        env=spark_env(JAVA.path),
         capture_output=True,
         text=True,
         timeout=600,

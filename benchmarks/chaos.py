@@ -1,0 +1,717 @@
+"""``make chaos``: every pattern under faults, in namespaces, judged by the audit.
+
+    sudo .venv/bin/python benchmarks/chaos.py [--profile ci|default] [--duration S]
+        [--netem both|loss20|reorder|clean] [--seed N] [--out DIR] [--local-spark]
+
+Fourteen processes, each in a network namespace of its own made for the
+run: four service workers, a Binary Star pair, Titanic, three Freelance
+servers, and one client per pattern.  The namespaces are joined by
+``benchmarks/chaos_switch.py``, a userspace switch that loses, delays and
+reorders frames as ``tc netem`` would (20 % loss with 5 ± 5 ms, then 1 %
+loss with reordering).  Every node traces.
+
+While the clients send, a fault loop takes turns at: kill -9 of a worker
+or a Freelance server (restarted after 0.5 to 3 s), kill -9 of Titanic
+(restarted on the same store), kill -9 of the ACTIVE Binary Star server
+brought back as the operator procedure says (restart it; it comes back
+PASSIVE), and a link cut longer than the expiry timeout, then restored.
+
+At the end the clients stop cleanly and write their own tallies, the
+servers stop, and ``trizre audit`` judges the traces on a Spark standalone
+cluster started for it on 127.0.0.1 (``--local-spark``: local mode).  The
+run passes (exit 0) only if the audit passes (nothing lost, no duplicate
+execution, no double reply, never two ACTIVE servers, every line
+readable), each client's tally equals the audit's count of its requests,
+no reply was wrong, Titanic owes nothing, no process died unasked, and
+every kind of fault happened.  Exit 1 otherwise; 2 when this machine
+cannot run it (not root, no ``ip``, no TAP devices, no Java).
+
+Nothing leaves the run's namespaces: the switch only writes to its TAP
+devices, each moved into its namespace, and Spark binds 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.chaos_role import NODE_OPTIONS  # noqa: E402
+from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
+from trizre.audit import _java  # noqa: E402
+
+ROLE = ROOT / "benchmarks" / "chaos_role.py"
+SWITCH = ROOT / "benchmarks" / "chaos_switch.py"
+INTERFACE = "chaos0"
+BEACON_PORT = 5670
+FAULT_KINDS = ("worker", "bstar", "freelance", "titanic", "cut")
+CLIENTS = ("client-service", "client-bstar", "client-titanic", "client-freelance")
+
+PROFILES = {
+    "ci": {"duration": 60.0, "fault_every": 2.5, "settle": 6.0},
+    "default": {"duration": 600.0, "fault_every": 5.0, "settle": 6.0},
+}
+
+EXPIRED = float(NODE_OPTIONS["expired_timeout"])
+
+
+class Unavailable(Exception):
+    """This machine cannot run the chaos (exit code 2)."""
+
+
+@dataclass
+class Slot:
+    """One namespace and the process living in it (restarted under the same name)."""
+
+    name: str
+    role: str
+    extra: list[str]
+    namespace: str = ""
+    tap: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    lives: int = 0
+    down: bool = False  # killed by us, waiting to be restarted
+    cut: bool = False
+    log: IO[bytes] | None = None
+
+
+@dataclass
+class Faults:
+    """What the fault loop did, for the verdict."""
+
+    done: Counter[str] = field(default_factory=Counter)
+    titanic_kills: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    log: list[str] = field(default_factory=list)
+
+
+def slots(rate: float) -> list[Slot]:
+    """The run's processes."""
+    client = ["--rate", str(rate)]
+    return [
+        *(Slot(f"w{i}", "worker", []) for i in range(1, 5)),
+        Slot("bs-primary", "bstar", ["--primary", "--partner", "bs-backup"]),
+        Slot("bs-backup", "bstar", ["--partner", "bs-primary"]),
+        Slot("titanic", "titanic", []),
+        *(Slot(f"f{i}", "freelance", []) for i in range(1, 4)),
+        Slot("client-service", "client-service", client),
+        Slot(
+            "client-bstar",
+            "client-bstar",
+            [*client, "--primary-name", "bs-primary", "--backup-name", "bs-backup"],
+        ),
+        Slot("client-titanic", "client-titanic", client),
+        Slot("client-freelance", "client-freelance", [*client, "--servers", "f1", "f2", "f3"]),
+    ]
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True, timeout=30)
+
+
+class Network:
+    """The namespaces, the switch joining them, and its control line."""
+
+    def __init__(self, tag: str, names: list[str], profile: str, seed: int, run: Path) -> None:
+        self.tag = tag
+        self.hub = f"{tag}-hub"
+        self.names = names
+        self.run = run
+        self.created: list[str] = []
+        self.switch: subprocess.Popen[str] | None = None
+        self.profile = profile
+        self.seed = seed
+
+    def __enter__(self) -> Network:
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def namespace(self, name: str) -> str:
+        return f"{self.tag}-{name}"
+
+    def tap(self, index: int) -> str:
+        return f"{self.tag}t{index}"
+
+    def _build(self) -> None:
+        _ip("netns", "add", self.hub)
+        self.created.append(self.hub)
+        self.switch = subprocess.Popen(
+            ["ip", "netns", "exec", self.hub, sys.executable, str(SWITCH),
+             "--prefix", f"{self.tag}t", "--ports", str(len(self.names)),
+             "--profile", self.profile, "--seed", str(self.seed)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=(self.run / "logs" / "switch.log").open("w"), text=True,
+        )  # fmt: skip
+        if self._answer() != "ready":
+            raise RuntimeError("the switch did not start: see logs/switch.log")
+        subnet = 1 + os.getpid() % 250
+        for index, name in enumerate(self.names):
+            ns = self.namespace(name)
+            _ip("netns", "add", ns)
+            self.created.append(ns)
+            _ip("-n", self.hub, "link", "set", self.tap(index), "netns", ns)
+            _ip("-n", ns, "link", "set", self.tap(index), "name", INTERFACE)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip(
+                "-n", ns, "addr", "add", f"10.233.{subnet}.{10 + index}/24",  # ok-net: netns only
+                "broadcast", f"10.233.{subnet}.255", "dev", INTERFACE,  # ok-net: netns only
+            )  # fmt: skip
+            _ip("-n", ns, "link", "set", INTERFACE, "up")
+
+    def _answer(self) -> str:
+        assert self.switch is not None and self.switch.stdout is not None
+        return self.switch.stdout.readline().strip()
+
+    def command(self, line: str) -> None:
+        assert self.switch is not None and self.switch.stdin is not None
+        self.switch.stdin.write(line + "\n")
+        self.switch.stdin.flush()
+        answer = self._answer()
+        if answer != "ok":
+            raise RuntimeError(f"switch: {line!r} -> {answer!r}")
+
+    def set_cut(self, index: int, cut: bool) -> None:
+        self.command(f"{'cut' if cut else 'restore'} {self.tap(index)}")
+
+    def close(self) -> None:
+        if self.switch is not None:
+            with contextlib.suppress(OSError):
+                if self.switch.stdin is not None:
+                    self.switch.stdin.close()  # its signal to exit
+            try:
+                self.switch.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.switch.kill()
+                self.switch.wait()
+        for ns in reversed(self.created):
+            pids = subprocess.run(
+                ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
+            ).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _ip("netns", "del", ns, check=False)
+        self.created.clear()
+
+
+class Fleet:
+    """Starting, killing and stopping the run's processes."""
+
+    def __init__(self, network: Network, all_slots: list[Slot], run: Path) -> None:
+        self.network = network
+        self.slots = {slot.name: slot for slot in all_slots}
+        self.order = [slot.name for slot in all_slots]
+        self.run = run
+        self.unexpected: list[str] = []
+
+    def start(self, slot: Slot) -> None:
+        ready = self.run / "ready" / slot.name
+        ready.unlink(missing_ok=True)
+        (self.run / "state" / slot.name).unlink(missing_ok=True)
+        slot.lives += 1
+        slot.log = (self.run / "logs" / f"{slot.name}.{slot.lives}.log").open("wb")
+        slot.process = subprocess.Popen(
+            ["ip", "netns", "exec", self.network.namespace(slot.name), sys.executable,
+             str(ROLE), slot.role, slot.name, "--interface", INTERFACE,
+             "--port", str(BEACON_PORT), "--run", str(self.run), *slot.extra],
+            stdout=slot.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        slot.down = False
+
+    def wait_ready(self, names: list[str], limit: float = 60.0) -> None:
+        deadline = time.monotonic() + limit
+        for name in names:
+            while not (self.run / "ready" / name).exists():
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} was not ready after {limit:.0f} s: see its log")
+                time.sleep(0.1)  # polling files other processes write
+
+    def kill(self, slot: Slot) -> None:
+        assert slot.process is not None
+        slot.down = True
+        slot.process.send_signal(signal.SIGKILL)
+        slot.process.wait()
+
+    def kill_mid_write(self, slot: Slot, limit: float = 5.0) -> bool:
+        """Have Titanic kill itself inside its next write; False if it wrote nothing in time."""
+        assert slot.process is not None
+        slot.down = True
+        slot.process.send_signal(signal.SIGUSR1)
+        try:
+            slot.process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self.kill(slot)
+            return False
+        return slot.process.returncode == -signal.SIGKILL
+
+    def check_alive(self) -> None:
+        """Note any process that ended without being asked to."""
+        for slot in self.slots.values():
+            if slot.process is not None and not slot.down and slot.process.poll() is not None:
+                self.unexpected.append(
+                    f"{slot.name} (life {slot.lives}) exited with {slot.process.returncode}"
+                )
+                slot.down = True
+
+    def state(self, name: str) -> str | None:
+        try:
+            return (self.run / "state" / name).read_text().strip() or None
+        except OSError:
+            return None
+
+    def stop(self, names: list[str], limit: float) -> None:
+        """SIGTERM, in order, and wait; a process that does not stop in time is a failure."""
+        running = [self.slots[n] for n in names if not self.slots[n].down]
+        for slot in running:
+            assert slot.process is not None
+            slot.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + limit
+        for slot in running:
+            assert slot.process is not None
+            try:
+                code = slot.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                slot.process.kill()
+                slot.process.wait()
+                self.unexpected.append(f"{slot.name} did not stop within {limit:.0f} s")
+                code = 0
+            if code != 0:
+                self.unexpected.append(f"{slot.name} stopped with exit code {code}")
+            slot.down = True
+
+
+def fault_loop(
+    fleet: Fleet,
+    network: Network,
+    rng: random.Random,
+    *,
+    duration: float,
+    fault_every: float,
+    on_half: Callable[[], None],
+    say: Callable[[str], None],
+) -> Faults:
+    """Inject faults for ``duration`` seconds; leave every process up and every link on."""
+    faults = Faults()
+    start = time.monotonic()
+    end = start + duration
+    later: list[tuple[float, int, str, str]] = []  # (when, order, action, slot)
+    order = 0
+    kinds: list[str] = []
+    next_fault = start + fault_every
+    halved = False
+
+    def schedule(delay: float, action: str, name: str) -> None:
+        nonlocal order
+        heapq.heappush(later, (time.monotonic() + delay, order, action, name))
+        order += 1
+
+    def act(action: str, name: str) -> None:
+        slot = fleet.slots[name]
+        if action == "restart":
+            fleet.start(slot)
+        elif action == "restore":
+            network.set_cut(fleet.order.index(name), False)
+            slot.cut = False
+
+    def up(role: str) -> list[Slot]:
+        return [s for s in fleet.slots.values() if s.role == role and not s.down and not s.cut]
+
+    def inject(kind: str) -> str | None:
+        if kind == "titanic":
+            candidates = up(kind)
+            if not candidates:
+                return None
+            slot = candidates[0]
+            delay = rng.uniform(0.5, 2.0)
+            schedule(delay, "restart", slot.name)
+            faults.titanic_kills += 1
+            if faults.titanic_kills % 2 and fleet.kill_mid_write(slot):
+                faults.done["titanic mid-write"] += 1
+                return f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
+            fleet.kill(slot)
+            return f"kill -9 {slot.name}, restart in {delay:.1f} s"
+        if kind in ("worker", "freelance"):
+            candidates = up(kind)
+            if not candidates:
+                return None
+            slot = rng.choice(candidates)
+            fleet.kill(slot)
+            delay = rng.uniform(0.5, 3.0)
+            schedule(delay, "restart", slot.name)
+            return f"kill -9 {slot.name}, restart in {delay:.1f} s"
+        if kind == "bstar":
+            pair = up("bstar")
+            states = {s.name: fleet.state(s.name) for s in pair}
+            active = [n for n, state in states.items() if state == "ACTIVE"]
+            if len(pair) != 2 or sorted(map(str, states.values())) != ["ACTIVE", "PASSIVE"]:
+                return None  # only a healthy pair fails over cleanly
+            slot = fleet.slots[active[0]]
+            fleet.kill(slot)
+            delay = rng.uniform(1.0, 4.0)
+            schedule(delay, "restart", slot.name)
+            return f"kill -9 {slot.name} (ACTIVE), restart in {delay:.1f} s (it comes back PASSIVE)"
+        # A link cut, never a Binary Star server's: see docs/reliability.md.
+        candidates = [
+            s for s in fleet.slots.values() if s.role != "bstar" and not s.down and not s.cut
+        ]
+        slot = rng.choice(candidates)
+        length = EXPIRED + rng.uniform(1.0, 3.0)
+        network.set_cut(fleet.order.index(slot.name), True)
+        slot.cut = True
+        schedule(length, "restore", slot.name)
+        return f"cut {slot.name}'s link for {length:.1f} s"
+
+    while True:
+        now = time.monotonic()
+        while later and later[0][0] <= now:
+            _, _, action, name = heapq.heappop(later)
+            act(action, name)
+        fleet.check_alive()
+        if now >= end:
+            break
+        if not halved and now >= start + duration / 2:
+            halved = True
+            on_half()
+        if now >= next_fault:
+            if not kinds:
+                kinds = list(FAULT_KINDS)
+                rng.shuffle(kinds)
+            kind = kinds.pop()
+            what = inject(kind)
+            stamp = f"{now - start:6.1f} s"
+            if what is None:
+                faults.skipped[kind] += 1
+                what = f"{kind}: skipped (nothing in a state to take it)"
+            else:
+                faults.done[kind] += 1
+            faults.log.append(f"{stamp}  {what}")
+            say(f"  {stamp}  {what}")
+            next_fault = now + fault_every
+        time.sleep(0.05)  # the loop's tick: faults are scheduled in wall time
+    # Undo what is pending: every link back, every process up.
+    while later:
+        _, _, action, name = heapq.heappop(later)
+        act(action, name)
+    return faults
+
+
+# ------------------------------------------------------------------ verdict
+
+
+@dataclass
+class Verdict:
+    rows: list[dict[str, Any]]
+    failures: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def judge(
+    summary: dict[str, Any],
+    audit_code: int,
+    tallies: dict[str, dict[str, Any]],
+    faults: Faults,
+    unexpected: list[str],
+) -> Verdict:
+    """The run's verdict from the audit's summary and the clients' own tallies."""
+    failures: list[str] = []
+    if audit_code != 0:
+        failures.append(f"the audit failed (exit code {audit_code})")
+    flags = summary.get("requests", {}).get("flags", {})
+    for flag in ("lost", "duplicate_execution", "double_reply", "out_of_order"):
+        count = flags.get(flag, {}).get("count", 0)
+        if count:
+            failures.append(f"audit: {count} {flag.replace('_', ' ')}")
+    dual = summary.get("bstar", {}).get("dual_active", [])
+    if dual:
+        failures.append(f"audit: {len(dual)} interval(s) with two ACTIVE Binary Star servers")
+    by_client = summary.get("requests", {}).get("by_client", {})
+    rows = []
+    for name in CLIENTS:
+        tally = tallies.get(name)
+        if tally is None:
+            failures.append(f"{name}: wrote no tally (did it stop cleanly?)")
+            continue
+        audited = by_client.get(tally["node"])
+        if audited is None:
+            failures.append(f"{name}: the audit found none of its requests")
+            audited = {}
+        row = {"client": name, "tally": tally, "audit": audited}
+        rows.append(row)
+        for key in ("requests", "answered", "abandoned"):
+            if tally[key] != audited.get(key):
+                failures.append(
+                    f"{name}: {key} {tally[key]} by its own count, {audited.get(key)} by the audit"
+                )
+        for key in ("lost", "interrupted"):
+            if audited.get(key):
+                failures.append(f"{name}: {audited[key]} {key} by the audit")
+        if tally["answered"] == 0:
+            failures.append(f"{name}: no request was answered")
+        if tally["wrong_replies"]:
+            failures.append(f"{name}: {tally['wrong_replies']} wrong replies")
+    titanic = tallies.get("client-titanic")
+    if titanic is not None:
+        for key in ("titanic_pending", "titanic_unknown"):
+            if titanic[key]:
+                failures.append(f"client-titanic: {titanic[key]} {key.replace('_', ' ')}")
+    for kind in (*FAULT_KINDS, "titanic mid-write"):
+        if not faults.done[kind]:
+            failures.append(f"no {kind} fault happened: the run proves less than it claims")
+    failures.extend(f"unexpected: {what}" for what in unexpected)
+    return Verdict(rows, failures)
+
+
+def print_verdict(
+    console: Console, verdict: Verdict, summary: dict[str, Any], faults: Faults, header: str
+) -> None:
+    console.print(header)
+    table = Table(title="requests: the client's own count / the audit's")
+    for column in ("client", "requests", "answered", "abandoned", "lost", "interrupted", "wrong"):
+        table.add_column(column, justify="left" if column == "client" else "right")
+    for row in verdict.rows:
+        tally, audited = row["tally"], row["audit"]
+
+        def pair(key: str, tally: dict[str, Any] = tally, audited: dict[str, Any] = audited) -> str:
+            mark = "" if tally[key] == audited.get(key) else " [red]≠[/red]"
+            return f"{tally[key]} / {audited.get(key, '-')}{mark}"
+
+        table.add_row(
+            row["client"],
+            pair("requests"),
+            pair("answered"),
+            pair("abandoned"),
+            str(audited.get("lost", "-")),
+            str(audited.get("interrupted", "-")),
+            str(tally["wrong_replies"]),
+        )
+    console.print(table)
+    flags = summary.get("requests", {}).get("flags", {})
+    bstar = summary.get("bstar", {})
+    counts = summary.get("requests", {}).get("counts", {})
+    console.print(
+        "audit: "
+        + " · ".join(
+            f"{label} {flags.get(flag, {}).get('count', 0)}"
+            for flag, label in (
+                ("lost", "lost"),
+                ("duplicate_execution", "duplicate executions"),
+                ("double_reply", "double replies"),
+                ("out_of_order", "out of order"),
+                ("re_executed", "re-executed (allowed)"),
+                ("interrupted", "interrupted by kill -9"),
+            )
+        )
+        + f" · dual-ACTIVE intervals {len(bstar.get('dual_active', []))}"
+        + f" · failovers {len(bstar.get('failovers', []))}"
+        + f" · executions {counts.get('executions', 0)}"
+        + f" · dedupe hits {counts.get('dedupe_hits', 0)}"
+    )
+    console.print(
+        "faults: "
+        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*FAULT_KINDS, "titanic mid-write"))
+        + (
+            f" (skipped: {', '.join(f'{k} {n}' for k, n in faults.skipped.items())})"
+            if faults.skipped
+            else ""
+        )
+    )
+    if verdict.passed:
+        console.print("[bold green]verdict: PASS[/bold green]")
+    else:
+        console.print("[bold red]verdict: FAIL[/bold red]")
+        for failure in verdict.failures:
+            console.print(f"  - {failure}")
+
+
+# ------------------------------------------------------------------ the run
+
+
+def check_machine() -> None:
+    if sys.platform != "linux":
+        raise Unavailable("make chaos needs Linux network namespaces")
+    if os.geteuid() != 0:
+        raise Unavailable("make chaos needs root (network namespaces, TAP devices)")
+    if shutil.which("ip") is None:
+        raise Unavailable("iproute2's `ip` is missing")
+    if not os.path.exists("/dev/net/tun"):
+        raise Unavailable("no /dev/net/tun: TAP devices are unavailable")
+
+
+def audit(run: Path, java: str, cluster: bool) -> tuple[int, dict[str, Any], str]:
+    @contextlib.contextmanager
+    def master() -> Iterator[str]:
+        if cluster:
+            with standalone_cluster(run / "logs" / "spark", java, cores=2) as url:
+                yield url
+        else:
+            yield "local[*]"
+
+    with master() as url:
+        result = subprocess.run(
+            [sys.executable, "-m", "trizre.audit", str(run / "traces"),
+             "--out", str(run / "report"), "--master", url, "--quiet"],
+            env=spark_env(java), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+    (run / "logs" / "audit.log").write_text(result.stdout + result.stderr)
+    try:
+        summary = json.loads((run / "report" / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    return result.returncode, summary, url
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    parser.add_argument("--duration", type=float, help="seconds of faults (profile's default)")
+    parser.add_argument(
+        "--netem",
+        choices=("both", "loss20", "reorder", "clean"),
+        default="both",
+        help="link impairment; both: loss20 for the first half, reorder for the second",
+    )
+    parser.add_argument("--rate", type=float, default=10.0, help="requests/s per client")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=Path("chaos-run"))
+    parser.add_argument("--local-spark", action="store_true", help="audit in local mode")
+    args = parser.parse_args()
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    profile = PROFILES[args.profile]
+    duration = args.duration if args.duration is not None else profile["duration"]
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    try:
+        check_machine()
+        try:
+            java = _java.find_java().path
+        except _java.JavaError as exc:
+            raise Unavailable(f"no Java for the audit: {exc}") from exc
+    except Unavailable as exc:
+        console.print(f"chaos: cannot run here: {exc}")
+        return 2
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds: processes killed, namespaces deleted
+
+    signal.signal(signal.SIGTERM, interrupted)
+    run = args.out.resolve()
+    shutil.rmtree(run, ignore_errors=True)
+    for sub in ("logs", "traces", "ready", "state", "counts"):
+        (run / sub).mkdir(parents=True)
+    all_slots = slots(args.rate)
+    first, second = ("loss20", "reorder") if args.netem == "both" else (args.netem, args.netem)
+    header = (
+        f"chaos: profile {args.profile}, {duration:.0f} s of faults, links {first}"
+        + (f" then {second}" if second != first else "")
+        + f", seed {seed}, {len(all_slots)} processes, output {run}"
+    )
+    console.print(header)
+    started = time.monotonic()
+    tag = f"tzc{os.getpid() % 100000}"
+    with Network(tag, [s.name for s in all_slots], first, seed, run) as network:
+        fleet = Fleet(network, all_slots, run)
+        try:
+            servers = [s.name for s in all_slots if not s.role.startswith("client-")]
+            for name in servers:
+                fleet.start(fleet.slots[name])
+            fleet.wait_ready(servers)
+            for name in CLIENTS:
+                fleet.start(fleet.slots[name])
+            fleet.wait_ready(list(CLIENTS))
+            console.print(
+                f"all {len(all_slots)} processes up after {time.monotonic() - started:.1f} s"
+            )
+
+            def half() -> None:
+                if second != first:
+                    network.command(f"profile {second}")
+                    console.print(f"links now {second}")
+
+            faults = fault_loop(
+                fleet,
+                network,
+                rng,
+                duration=duration,
+                fault_every=profile["fault_every"],
+                on_half=half,
+                say=console.print,
+            )
+            fleet.wait_ready(servers)
+            time.sleep(profile["settle"])  # presence heals after the last fault (expiry 5 s)
+            fleet.stop(list(CLIENTS), limit=180.0)
+            # The passive server first, then the active one, as the procedure says.
+            pair = sorted(("bs-primary", "bs-backup"), key=lambda n: fleet.state(n) == "ACTIVE")
+            fleet.stop([n for n in servers if n not in pair], limit=60.0)
+            fleet.stop(pair, limit=60.0)
+        finally:
+            for slot in fleet.slots.values():
+                if slot.process is not None and slot.process.poll() is None:
+                    slot.process.kill()
+                    slot.process.wait()
+    tallies = {}
+    for name in CLIENTS:
+        with contextlib.suppress(OSError, ValueError):
+            tallies[name] = json.loads((run / "counts" / f"{name}.json").read_text())
+    console.print(f"faults over after {time.monotonic() - started:.0f} s; auditing")
+    code, summary, master = audit(run, java, cluster=not args.local_spark)
+    verdict = judge(summary, code, tallies, faults, fleet.unexpected)
+    print_verdict(
+        console,
+        verdict,
+        summary,
+        faults,
+        f"audit on {master}, exit code {code}; report in {run / 'report'}",
+    )
+    (run / "verdict.json").write_text(
+        json.dumps(
+            {
+                "seed": seed,
+                "profile": args.profile,
+                "duration": duration,
+                "netem": [first, second],
+                "faults": dict(faults.done),
+                "skipped": dict(faults.skipped),
+                "tallies": tallies,
+                "failures": verdict.failures,
+                "passed": verdict.passed,
+                "seconds": round(time.monotonic() - started, 1),
+            },
+            indent=1,
+        )
+    )
+    console.print(f"total {time.monotonic() - started:.0f} s")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

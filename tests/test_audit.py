@@ -271,6 +271,31 @@ def test_killed_client_leaves_its_requests_interrupted_not_lost(
     }  # fmt: skip
 
 
+def test_a_request_sent_again_after_its_abandon_is_a_new_round(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Titanic resends a stored request under its id after giving up on it once."""
+    tr = Traces()
+    client, worker = tr.node("titanic", start=0.0), tr.node("worker", start=0.0)
+    for n in (1, 2, 3):
+        tr.sent(client, worker, n, float(n))
+        tr.abandoned(client, n, n + 0.5, attempts=1)
+    tr.sent(client, worker, 1, 5.0)  # round two, answered
+    tr.executed(worker, client, 1, 5.01)
+    tr.answered(client, worker, 1, 5.02, latency=0.02)
+    tr.sent(client, worker, 2, 5.5)  # round two, never ended
+    tr.answered(client, worker, 3, 6.0, latency=3.0)  # no new round: a late answer
+    tr.line(client, "node-stop", 9.0)
+    table = request_table(_lines(spark, tr.write(tmp_path)))
+    rows = {int(r["rid"], 16): r for r in table.collect()}
+    flags = ("lost", "out_of_order")
+    assert {n: tuple(f for f in flags if rows[n][f]) for n in rows} == {
+        1: (),
+        2: ("lost",),
+        3: ("out_of_order",),
+    }
+
+
 def test_abandoned_before_any_send_is_the_clients_not_an_orphan(
     spark: SparkSession, tmp_path: Path
 ) -> None:

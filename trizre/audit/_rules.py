@@ -306,6 +306,7 @@ REQUEST_COLUMNS: Final = (
     "pattern",
     "service",
     "first_sent_ts",
+    "last_sent_ts",
     "sends",
     "attempts",
     "retries",
@@ -324,6 +325,7 @@ REQUEST_COLUMNS: Final = (
     "latency",
     "abandons",
     "abandoned_ts",
+    "last_abandoned_ts",
     "abandon_attempts",
     *FLAGS,
     *INFO_FLAGS,
@@ -377,6 +379,7 @@ def request_table(lines: DataFrame) -> DataFrame:
             F.max("pattern").alias("pattern"),
             F.max("service").alias("service"),
             F.min(F.when(sent, F.col("ts"))).alias("first_sent_ts"),
+            F.max(F.when(sent, F.col("ts"))).alias("last_sent_ts"),
             F.count(F.when(sent, 1)).alias("sends"),
             F.max(F.when(_kind(T.REQUEST_SENT, T.REQUEST_RETRIED), F.col("attempt"))).alias(
                 "attempts"
@@ -398,21 +401,31 @@ def request_table(lines: DataFrame) -> DataFrame:
             F.count(F.when(abandoned, 1)).alias("abandons"),
             F.count(F.when(_kind(*T.CLIENT_SIDE_KINDS), 1)).alias("client_lines"),
             F.min(F.when(abandoned, F.col("ts"))).alias("abandoned_ts"),
+            F.max(F.when(abandoned, F.col("ts"))).alias("last_abandoned_ts"),
             F.max(F.when(abandoned, F.col("attempt"))).alias("abandon_attempts"),
         )
     )
+    # A client may send a request id again after abandoning it: a new round
+    # (Titanic does, so that a worker's reply cache still knows it).  An
+    # answer after the last abandon is out of order unless a send came
+    # between them.
     sent_ts = F.col("first_sent_ts")
+    last_sent, last_abandon = F.col("last_sent_ts"), F.col("last_abandoned_ts")
     out_of_order = (
         (F.col("answered_ts") < sent_ts)
         | (F.col("abandoned_ts") < sent_ts)
-        | (F.col("last_answered_ts") > F.col("abandoned_ts"))
+        | ((F.col("last_answered_ts") > last_abandon) & ~(last_sent > last_abandon))
     )
     # A duplicate execution: one server with a reply cache ran the request
     # twice.  Runs on different servers (a worker killed mid-request, a
     # Binary Star failover) are at-least-once behaviour: "re_executed".
     runs = F.col("idempotent_runs")
     duplicate = F.size(runs) > F.size(F.array_distinct(runs))
-    unanswered = (F.col("sends") > 0) & (F.col("answers") == 0) & (F.col("abandons") == 0)
+    # Unfinished: sent, and never answered nor abandoned, or sent again in a
+    # new round after an abandon and not ended since.
+    ended = F.greatest(F.col("last_answered_ts"), last_abandon)
+    new_round = last_abandon.isNotNull() & (last_sent > ended)
+    unanswered = (F.col("sends") > 0) & (ended.isNull() | new_round)
     # Unanswered and the client's own trace shows it started before sending
     # and never stopped cleanly before its next start (or the trace's end):
     # killed (kill -9, a crash) with the request in flight.  Its client can
@@ -425,7 +438,7 @@ def request_table(lines: DataFrame) -> DataFrame:
             F.collect_list(F.when(_kind(T.NODE_STOP), F.col("ts"))).alias("stops"),
         )
     )
-    sent_at = F.col("first_sent_ts")
+    sent_at = last_sent
     next_start = F.array_min(F.filter("starts", lambda x: x > sent_at))
     started = F.exists("starts", lambda x: x <= sent_at)
     stopped = F.exists(

@@ -252,8 +252,14 @@ def test_killed_client_leaves_its_requests_interrupted_not_lost(
     verdict = {
         (node.name, n): ("interrupted" if rows[node.uuid, n]["interrupted"] else "")
         + ("lost" if rows[node.uuid, n]["lost"] else "")
-        for node, n in [(killed, 1), (killed, 2), (restarted, 1), (restarted, 2)]
-        + [(clean, 1), (unknown, 1)]
+        for node, n in [
+            (killed, 1),
+            (killed, 2),
+            (restarted, 1),
+            (restarted, 2),
+            (clean, 1),
+            (unknown, 1),
+        ]
     }
     assert verdict == {
         ("killed", 1): "",

@@ -175,7 +175,7 @@ def test_normal_start() -> None:
 
 def test_a_partner_seen_alive_is_not_voted_out() -> None:
     """Heartbeats late (a stalled TCP link), the partner's node still heard: no takeover."""
-    primary, backup = running_pair()  # last heartbeats at 3.0: expiry 5.0
+    _primary, backup = running_pair()  # last heartbeats at 3.0: expiry 5.0
     backup.partner_seen(4.5)  # e.g. its beacon
     assert backup.peer_expiry == 6.5
     tr = backup.client_request(6.0)
@@ -187,7 +187,7 @@ def test_a_partner_seen_alive_is_not_voted_out() -> None:
 
 
 def test_partner_seen_checks_its_input_and_respects_a_fatal_machine() -> None:
-    primary, backup = running_pair()
+    _primary, backup = running_pair()
     with pytest.raises(TypeError):
         backup.partner_seen("soon")  # type: ignore[arg-type]
     with pytest.raises(ValueError):

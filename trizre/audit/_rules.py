@@ -441,9 +441,7 @@ def request_table(lines: DataFrame) -> DataFrame:
     sent_at = last_sent
     next_start = F.array_min(F.filter("starts", lambda x: x > sent_at))
     started = F.exists("starts", lambda x: x <= sent_at)
-    stopped = F.exists(
-        "stops", lambda x: (x >= sent_at) & (next_start.isNull() | (x < next_start))
-    )
+    stopped = F.exists("stops", lambda x: (x >= sent_at) & (next_start.isNull() | (x < next_start)))
     killed = F.coalesce(started & ~stopped, F.lit(False))
     return (
         table.join(F.broadcast(lifecycle), "client", "left")

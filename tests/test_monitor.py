@@ -14,7 +14,14 @@ import trizre
 from tests.nodes import free_udp_port, memory_raw_peer
 from trizre import patterns, wire
 from trizre._monitor import Monitor, open_monitor
-from trizre._status import MAGIC, MAX_STATUS_BYTES, STATUS_GROUP, decode_status, encode_status
+from trizre._status import (
+    BSTAR_GROUP,
+    MAGIC,
+    MAX_STATUS_BYTES,
+    STATUS_GROUP,
+    decode_status,
+    encode_status,
+)
 from trizre.patterns import IncomingRequest
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
@@ -87,6 +94,11 @@ async def test_a_late_watcher_sees_peers_services_and_a_pair(
                 ]
                 assert pair["last_failover"] is None
                 assert STATUS_GROUP not in snap["groups"]
+                # The pair's own group is trizre's, not the application's: the
+                # pair is shown as a pair.
+                assert BSTAR_GROUP not in snap["groups"]
+                p_view = next(peer for peer in snap["peers"] if peer["name"] == "p")
+                assert p_view["groups"] == []
 
 
 async def test_failover_and_a_worker_leaving_are_seen_and_logged(

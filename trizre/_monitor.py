@@ -25,7 +25,7 @@ from trio_util import AsyncValue
 
 from ._events import Enter, Evasive, Event, Exit, Join, Leader, Leave, Shout, Silent, Whisper
 from ._node import Node
-from ._status import STATUS_GROUP, decode_status
+from ._status import OWN_GROUPS, STATUS_GROUP, decode_status
 from ._util import unwrap_single_exception_group
 
 __all__ = ["Monitor", "open_monitor"]
@@ -160,7 +160,7 @@ class Monitor:
                         "uuid": str(peer),
                         "name": node.peer_name(peer),
                         "endpoint": node.peer_address(peer),
-                        "groups": [g for g in peer_groups.get(peer, []) if g != STATUS_GROUP],
+                        "groups": [g for g in peer_groups.get(peer, []) if g not in OWN_GROUPS],
                         "headers": node.peer_headers(peer),
                         "presence": "alive" if responsive else self._presence.get(peer, "evasive"),
                         "watcher": STATUS_GROUP in peer_groups.get(peer, []),
@@ -173,7 +173,7 @@ class Monitor:
             "groups": {
                 group: sorted(names.get(m, str(m)) for m in members)
                 for group, members in sorted(groups.items())
-                if group != STATUS_GROUP
+                if group not in OWN_GROUPS
             },
             "services": self._services(groups, names),
             "pairs": self._pairs(names),

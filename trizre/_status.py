@@ -23,6 +23,12 @@ from typing import Any, Final
 STATUS_GROUP: Final = "trizre/status"
 """The group watchers join to receive status announcements."""
 
+BSTAR_GROUP: Final = "trizre/bstar"
+"""The group a Binary Star server belongs to while it serves (its partner checks it)."""
+
+OWN_GROUPS: Final = frozenset({STATUS_GROUP, BSTAR_GROUP})
+"""trizre's own groups: watchers list them apart from the application's groups."""
+
 MAGIC: Final = b"TRIZRE-STATUS/1"
 """First frame of every status message."""
 

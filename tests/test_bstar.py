@@ -146,8 +146,24 @@ async def test_failover_with_requests_in_flight_and_no_fail_back() -> None:
             nursery.cancel_scope.cancel()
 
 
+def _state(state: State, seen: State | None = None) -> list[bytes]:
+    """A STATE heartbeat saying ``state``, having heard ``seen`` from its receiver."""
+    return patterns_protocol.encode(
+        patterns_protocol.State(state.value, 0 if seen is None else seen.value)
+    )
+
+
+async def _impostor_and_active_primary(
+    impostor: trizre.Node, node: trizre.Node, star: patterns.BinaryStarServer
+) -> None:
+    """The impostor plays a backup that hears the primary until it is ACTIVE."""
+    await impostor.wait_for_peer("p")
+    await impostor.whisper(node.uuid, *_state(State.BACKUP))
+    await star.state.wait_value(State.ACTIVE)
+
+
 async def test_dual_active_is_fatal() -> None:
-    """A partner that claims to be active while we are active: split brain."""
+    """A partner that has heard us ACTIVE and claims to be active too: split brain."""
     port = free_udp_port()
     with trio.fail_after(10):
         async with trizre.open_node("impostor", beacon_port=port, **FAST) as impostor:
@@ -158,14 +174,54 @@ async def test_dual_active_is_fatal() -> None:
                         node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
                     ) as star,
                 ):
-                    await impostor.wait_for_peer("p")
-                    # Pretend to be a passive backup, then turn active too.
-                    state = patterns._protocol.State
-                    encode = patterns._protocol.encode
-                    await impostor.whisper(node.uuid, *encode(state(State.BACKUP.value)))
-                    await star.state.wait_value(State.ACTIVE)
-                    await impostor.whisper(node.uuid, *encode(state(State.ACTIVE.value)))
+                    await _impostor_and_active_primary(impostor, node, star)
+                    await impostor.whisper(node.uuid, *_state(State.ACTIVE, seen=State.ACTIVE))
                     await trio.sleep_forever()
+
+
+async def test_dual_active_claims_from_a_partner_that_cannot_hear_us_are_fatal() -> None:
+    """ACTIVE heartbeats that never saw us ACTIVE, for a failover timeout: split brain."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("impostor", beacon_port=port, **FAST) as impostor:
+            with pytest.raises(patterns.SplitBrain):
+                async with (
+                    trizre.open_node("p", beacon_port=port, **FAST) as node,
+                    patterns.open_binary_star_server(
+                        node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
+                    ) as star,
+                ):
+                    await _impostor_and_active_primary(impostor, node, star)
+                    while True:  # deaf: it last heard the primary as PRIMARY
+                        await impostor.whisper(node.uuid, *_state(State.ACTIVE, State.PRIMARY))
+                        await trio.sleep(HEARTBEAT)
+
+
+async def test_a_stale_active_heartbeat_is_not_split_brain(caplog: Any) -> None:
+    """Sent before our takeover (it saw us PASSIVE) and delivered late: ignored, said."""
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("impostor", beacon_port=port, **FAST) as impostor,
+            trizre.open_node("p", beacon_port=port, **FAST) as node,
+            patterns.open_binary_star_server(
+                node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
+            ) as star,
+        ):
+            await _impostor_and_active_primary(impostor, node, star)
+            await impostor.whisper(node.uuid, *_state(State.ACTIVE, seen=State.PASSIVE))
+            await impostor.whisper(node.uuid, *_state(State.BACKUP, seen=State.ACTIVE))
+            # Delivered in order after both heartbeats: answered, so still ACTIVE.
+            request = patterns_protocol.Request(7, "", (b"x",))
+            await impostor.whisper(node.uuid, *patterns_protocol.encode(request))
+            async for event in impostor.events():
+                if isinstance(event, trizre.Whisper):
+                    reply = patterns_protocol.decode(event.frames)
+                    if isinstance(reply, patterns_protocol.Reply):
+                        break
+            assert reply == patterns_protocol.Reply(7, 200, (b"ok:x",))
+            assert star.state.value is State.ACTIVE
+            await wait_logged(caplog, "says ACTIVE too, without having heard this server ACTIVE")
 
 
 async def test_server_configuration_errors() -> None:

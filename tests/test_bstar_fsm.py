@@ -186,6 +186,59 @@ def test_a_partner_seen_alive_is_not_voted_out() -> None:
     assert tr.accepted and backup.state is A
 
 
+def test_a_stale_active_from_a_dead_partner_is_not_split_brain() -> None:
+    """make chaos's case: the dead backup's last ACTIVE heartbeat arrives late over TCP."""
+    primary = BinaryStarFSM(primary=True, heartbeat=HB, now=0.0)
+    primary.peer_state(A, 0.5)  # restarted primary: the backup took over meanwhile
+    assert primary.state is S
+    primary.peer_state(A, 1.5)  # last heartbeat of the backup, which then dies
+    assert primary.client_request(3.5).accepted and primary.state is A  # the vote
+    # Sent while the backup had heard us PASSIVE: it predates our takeover.
+    tr = primary.peer_state(A, 4.0, informed=False)
+    assert tr == Transition(old_state=A, event=Event.PEER_ACTIVE, new_state=A)
+    assert (primary.state, primary.fatal, primary.peer_expiry) == (A, None, 3.5)
+    primary.peer_state(B, 4.5, informed=False)  # the backup's next life
+    primary.peer_state(A, 6.0, informed=False)  # a new run of claims starts here
+    primary.peer_state(A, 7.9, informed=False)
+    assert (primary.state, primary.fatal) == (A, None)
+
+
+@pytest.mark.parametrize(("state", "peer", "error"), [(A, A, SplitBrain), (S, S, DualPassive)])
+def test_an_uninformed_conflict_that_lasts_a_failover_timeout_is_fatal(
+    state: State, peer: State, error: type[BinaryStarError]
+) -> None:
+    """The partner is alive in the same state and cannot hear us: fatal after 2 heartbeats."""
+    fsm = fsm_in(state)  # peer expiry 12.0
+    for at in (10.5, 11.5, 12.499):
+        assert fsm.peer_state(peer, at, informed=False).new_state is state
+    assert (fsm.peer_expiry, fsm.fatal) == (12.0, None)  # stale claims prove no life
+    with pytest.raises(error):
+        fsm.peer_state(peer, 12.5, informed=False)
+    assert fsm.fatal is not None
+
+
+@pytest.mark.parametrize(("state", "peer", "error"), [(A, A, SplitBrain), (S, S, DualPassive)])
+def test_an_informed_conflict_is_fatal_at_once(
+    state: State, peer: State, error: type[BinaryStarError]
+) -> None:
+    fsm = fsm_in(state)
+    fsm.peer_state(peer, 10.5, informed=False)
+    with pytest.raises(error):
+        fsm.peer_state(peer, 10.6, informed=True)
+
+
+def test_informed_matters_only_for_a_conflict() -> None:
+    fsm = fsm_in(S)
+    assert fsm.peer_state(B, 11.0, informed=False).new_state is A  # the backup restarted
+    fsm = fsm_in(P)
+    with pytest.raises(RoleConflict):  # configuration, not staleness
+        fsm.peer_state(P, 11.0, informed=False)
+    fsm = fsm_in(A)
+    with pytest.raises(TypeError, match="informed must be a bool"):
+        fsm.peer_state(A, 11.0, informed=1)  # type: ignore[arg-type]
+    assert fsm.fatal is None
+
+
 def test_partner_seen_checks_its_input_and_respects_a_fatal_machine() -> None:
     _primary, backup = running_pair()
     with pytest.raises(TypeError):

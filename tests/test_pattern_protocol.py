@@ -49,7 +49,7 @@ def _message(spec: dict[str, Any]) -> PatternMessage:
     if kind == "reply":
         return Reply(spec["request_id"], spec["status"], tuple(_frames(spec["body"])))
     if kind == "state":
-        return State(spec["state"])
+        return State(spec["state"], spec.get("seen", 0))
     if kind == "accepted":
         return Accepted(spec["request_id"])
     raise AssertionError(f"unknown message type in vectors: {kind!r}")
@@ -86,6 +86,7 @@ def test_vector_file_covers_the_brief() -> None:
     assert any(r.body == () for r in replies)
     assert any(len(r.body) > 1 for r in replies)
     assert {s.state for s in states} == {1, 2, 3, 4}
+    assert {s.seen for s in states} >= {0, 1, 2, 3, 4}
     accepted = [m for m in messages if isinstance(m, Accepted)]
     assert MAX_REQUEST_ID in {m.request_id for m in accepted}
     ids = {m.request_id for m in requests + replies}
@@ -130,10 +131,11 @@ def test_pattern_decode_error_is_a_value_error() -> None:
     assert issubclass(PatternDecodeError, ValueError)
 
 
-def test_state_request_id_is_ignored_on_receive() -> None:
-    """README §5.3: senders write 0, receivers ignore the field."""
+def test_state_id_field_is_what_the_sender_has_seen() -> None:
+    """README §5.3: any 64-bit value is well-formed; Binary Star uses 1..4."""
     header = bytes.fromhex("545a52500103") + (12345).to_bytes(8, "big")
-    assert decode([header, b"\x03"]) == State(3)
+    assert decode([header, b"\x03"]) == State(3, seen=12345)
+    assert State(3) == State(3, seen=0)  # seen nothing: the default
 
 
 def test_every_state_octet_is_well_formed() -> None:
@@ -173,11 +175,11 @@ def test_reply_round_trip(request_id: int, status: int, body: tuple[bytes, ...])
     assert decode(frames) == message
 
 
-@given(st.integers(min_value=0, max_value=255))
-def test_state_round_trip(state: int) -> None:
-    frames = encode(State(state))
-    assert frames == [bytes.fromhex("545a525001030000000000000000"), bytes([state])]
-    assert decode(frames) == State(state)
+@given(st.integers(min_value=0, max_value=255), request_ids)
+def test_state_round_trip(state: int, seen: int) -> None:
+    frames = encode(State(state, seen))
+    assert frames == [bytes.fromhex("545a52500103") + seen.to_bytes(8, "big"), bytes([state])]
+    assert decode(frames) == State(state, seen)
 
 
 @given(request_ids)
@@ -208,6 +210,8 @@ def test_any_service_up_to_255_octets_round_trips(service: str) -> None:
         pytest.param(Reply(1, -1), id="status-negative"),
         pytest.param(State(256), id="state-256"),
         pytest.param(State(-1), id="state-negative"),
+        pytest.param(State(3, seen=2**64), id="state-seen-2**64"),
+        pytest.param(State(3, seen=-1), id="state-seen-negative"),
     ],
 )
 def test_encode_rejects_out_of_range(message: PatternMessage) -> None:
@@ -308,13 +312,8 @@ def test_fuzz_decode_only_succeeds_returns_none_or_rejects() -> None:
             outcomes["none"] += 1
             continue
         outcomes["message"] += 1
-        # Whatever decodes is canonical: it re-encodes to the same frames
-        # (STATE drops the request id, which receivers ignore).
-        again = encode(message)
-        if isinstance(message, State):
-            assert again == [frames[0][:6] + bytes(8), frames[1]]
-        else:
-            assert again == frames
+        # Whatever decodes is canonical: it re-encodes to the same frames.
+        assert encode(message) == frames
     assert time.perf_counter() - started < 5.0
     assert sum(outcomes.values()) == FUZZ_ROUNDS
     # The mutations must reach all three outcomes in useful numbers.

@@ -31,6 +31,7 @@ from trio_util import AsyncValue
 from .. import _trace as kinds
 from .._events import Enter, Exit, NodeError, Whisper
 from .._node import Node
+from .._status import BSTAR_GROUP
 from .._util import unwrap_single_exception_group
 from . import _protocol as proto
 from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
@@ -39,9 +40,6 @@ from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
 __all__ = ["BinaryStarServer", "DuplicateServer", "open_binary_star_server"]
 
 log = logging.getLogger("trizre.patterns.bstar")
-
-BSTAR_GROUP = "trizre/bstar"
-"""The group every Binary Star server is in while it serves."""
 
 
 class DuplicateServer(BinaryStarError):
@@ -54,6 +52,8 @@ class DuplicateServer(BinaryStarError):
 
 
 _UNDECIDED = (State.PRIMARY, State.BACKUP)
+# Pairings that are fatal once the partner is known to have heard us (contract §7).
+_CONFLICTING = (State.ACTIVE, State.PASSIVE)
 _HISTORY = 20
 
 
@@ -77,6 +77,9 @@ class BinaryStarServer:
         # heard.  Another node of that name (a second backup started by
         # mistake) is ignored while this one is present.
         self._partner_peer: UUID | None = None
+        # The state last heard from it: each heartbeat says what its sender
+        # has seen, so that a stale one can be told apart (contract §7).
+        self._heard: tuple[UUID, State] | None = None
         self._warned: set[UUID] = set()
         self._role = "primary" if fsm.state is State.PRIMARY else "backup"
         # The last transitions, with wall-clock times, for watchers (trizre watch).
@@ -150,12 +153,14 @@ class BinaryStarServer:
         # block ends when its body does rather than with an error.
         with suppress(trio.ClosedResourceError):
             while True:
-                message = proto.encode(proto.State(self._fsm.state.value))
                 pinned = self._partner_peer
                 targets = self.node.find_peers(self.partner)
                 if pinned is not None and self._responsive(pinned):
                     targets = [pinned]
                 for peer in targets:
+                    heard = self._heard
+                    seen = heard[1].value if heard is not None and heard[0] == peer else 0
+                    message = proto.encode(proto.State(self._fsm.state.value, seen))
                     try:
                         await self.node.whisper(peer, *message)
                     except NodeError as exc:
@@ -228,9 +233,22 @@ class BinaryStarServer:
             except ValueError:
                 log.warning("partner sent an unknown state %d", message.state)
                 continue
+            self._heard = (event.peer, peer_state)
+            informed = message.seen == self._fsm.state.value
+            conflict = peer_state is self._fsm.state and peer_state in _CONFLICTING
+            if conflict and not informed:
+                log.warning(
+                    "%s: partner %s says %s too, without having heard this server %s: "
+                    "ignored as stale unless it goes on for %.3g s",
+                    self.node.name,
+                    self.partner,
+                    peer_state.name,
+                    peer_state.name,
+                    self._fsm.failover_timeout,
+                )
             # A fatal pairing (two actives, two passives) raises out of here
             # and stops this server: an operator must look.
-            self._record(self._fsm.peer_state(peer_state, trio.current_time()))
+            self._record(self._fsm.peer_state(peer_state, trio.current_time(), informed=informed))
 
 
 @asynccontextmanager

@@ -182,6 +182,10 @@ _FATAL: Mapping[Verdict, type[BinaryStarError]] = MappingProxyType(
 )
 
 
+# The pairings a stale heartbeat can fake (peer_state's ``informed``).
+_CONFLICTS = frozenset({Verdict.SPLIT_BRAIN, Verdict.DUAL_PASSIVE})
+
+
 def _fatal_message(verdict: Verdict, state: State) -> str:
     if verdict is Verdict.SPLIT_BRAIN:
         return (
@@ -249,7 +253,7 @@ class BinaryStarFSM:
     but does not require them to increase.
     """
 
-    __slots__ = ("_fatal", "_heartbeat", "_peer_expiry", "_state")
+    __slots__ = ("_conflict_since", "_fatal", "_heartbeat", "_peer_expiry", "_state")
 
     def __init__(self, primary: bool, heartbeat: float = 1.0, now: float = 0.0) -> None:
         """Start in PRIMARY if ``primary`` else BACKUP.
@@ -274,6 +278,8 @@ class BinaryStarFSM:
         self._state = State.PRIMARY if primary else State.BACKUP
         self._peer_expiry = start + 2 * self._heartbeat
         self._fatal: BinaryStarError | None = None
+        # When uninformed heartbeats started to claim a fatal pairing (None: they do not).
+        self._conflict_since: float | None = None
 
     @property
     def state(self) -> State:
@@ -300,11 +306,23 @@ class BinaryStarFSM:
         """The fatal error this machine raised, or None while it is healthy."""
         return self._fatal
 
-    def peer_state(self, state: State, now: float) -> Transition:
+    def peer_state(self, state: State, now: float, *, informed: bool = True) -> Transition:
         """Apply a STATE heartbeat from the partner, received at ``now``.
 
         Moves the peer expiry to ``now + failover_timeout`` and applies the
         matching ``PEER_*`` event. ``accepted`` is always False.
+
+        ``informed`` says whether the partner had heard this server's
+        current state when it sent the heartbeat (the STATE message says
+        what it last heard).  A fatal pairing (two ACTIVE, two PASSIVE)
+        claimed by an *uninformed* heartbeat may be stale: sent before this
+        server changed state, by a partner that may have died since (TCP
+        can deliver it seconds later).  Such a heartbeat is ignored, and
+        leaves the peer expiry alone, unless uninformed claims of a fatal
+        pairing keep arriving for ``failover_timeout``: then the partner is
+        alive, serving or refusing, and cannot hear this server, which is
+        fatal too.  Any other heartbeat ends such a run.  The default,
+        True, is the Guide's rule: every claim counts at once.
 
         Raises :class:`TypeError` if ``state`` is not a :class:`State` (decode
         wire octets with ``State(octet)`` first) or ``now`` is not a number,
@@ -314,8 +332,19 @@ class BinaryStarFSM:
         """
         if not isinstance(state, State):
             raise TypeError(f"state must be a State, not {type(state).__name__}")
+        if not isinstance(informed, bool):
+            raise TypeError(f"informed must be a bool, not {type(informed).__name__}")
         at = _check_now(now)
-        transition = self._apply(PEER_EVENTS[state], at)
+        event = PEER_EVENTS[state]
+        conflict = self._fatal is None and TRANSITIONS[(self._state, event)] in _CONFLICTS
+        if not conflict:
+            self._conflict_since = None
+        elif not informed:
+            if self._conflict_since is None:
+                self._conflict_since = at
+            if at - self._conflict_since < self.failover_timeout:
+                return Transition(old_state=self._state, event=event, new_state=self._state)
+        transition = self._apply(event, at)
         self._peer_expiry = at + self.failover_timeout
         return transition
 

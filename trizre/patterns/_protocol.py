@@ -8,7 +8,8 @@ followed by the command's frames:
 
     REQUEST  (1)  service (UTF-8, empty = "whoever I sent it to"), body frames...
     REPLY    (2)  status (2 octets, big-endian), body frames...
-    STATE    (3)  state (1 octet: a Binary Star state)
+    STATE    (3)  state (1 octet: a Binary Star state); the id field says
+                  which state the sender last heard from the receiver
     ACCEPTED (4)  nothing more: the server holds the request and will reply
 
 Anything whose frame 0 does not start with ``TZRP`` is application traffic
@@ -100,9 +101,14 @@ class Reply:
 @final
 @attrs.frozen
 class State:
-    """A Binary Star server's state heartbeat (``state`` is a State value, 1..4)."""
+    """A Binary Star server's state heartbeat (``state`` is a State value, 1..4).
+
+    ``seen`` travels in the header's id field: the state the sender last
+    heard from the receiver (1..4), or 0 if it has heard none.
+    """
 
     state: int
+    seen: int = 0
 
 
 @final
@@ -145,7 +151,9 @@ def encode(message: PatternMessage) -> list[bytes]:
     elif isinstance(message, State):
         if not 0 <= message.state <= 255:
             raise ValueError(f"state must fit in one octet, got {message.state}")
-        return [_header(Command.STATE, 0), bytes([message.state])]
+        if not 0 <= message.seen <= MAX_REQUEST_ID:
+            raise ValueError(f"seen must fit in 64 bits, got {message.seen}")
+        return [_header(Command.STATE, message.seen), bytes([message.state])]
     elif isinstance(message, Accepted):
         return [_header(Command.ACCEPTED, message.request_id)]
     else:
@@ -196,7 +204,7 @@ def decode(frames: Sequence[bytes]) -> PatternMessage | None:
     if command == Command.STATE:
         if len(frames) != 2 or len(frames[1]) != 1:
             raise PatternDecodeError("STATE carries exactly one 1-octet frame")
-        return State(frames[1][0])
+        return State(frames[1][0], seen=request_id)
     if command == Command.ACCEPTED:
         if len(frames) != 1:
             raise PatternDecodeError("ACCEPTED is the header alone")

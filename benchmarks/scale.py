@@ -1,0 +1,344 @@
+"""A big mesh under load and faults: time to mesh, memory, CPU, and the audit's verdict.
+
+    sudo .venv/bin/python benchmarks/scale.py [--nodes 500] [--processes 10]
+        [--load-seconds 300] [--rate 100] [--fault-every 30] [--json FILE]
+
+``--nodes`` nodes spread over ``--processes`` processes
+(``benchmarks/scale_process.py``), all on ``lo`` of one network namespace
+made for the run: nodes of one process talk in memory, nodes of different
+processes over TCP.  Phases:
+
+1. **Mesh**: every process starts at once; the time until every node sees
+   every other node (``nodes - 1`` peers) is the time to mesh.
+2. **Idle**: 30 s of a quiet full mesh: CPU (all processes, in cores) and
+   RSS per process.
+3. **Load**: clients in process 0 send ``--rate`` requests/s in all, over
+   the four patterns (service workers and Freelance servers in processes 4
+   and up, the Binary Star pair in 1 and 2, Titanic in 3), for
+   ``--load-seconds``; every ``--fault-every`` seconds one of the server
+   processes is killed (kill -9: 1/``processes`` of the mesh vanishes at
+   once) and restarted 5 s later.  CPU and RSS again.
+4. **Verdict**: clients stop cleanly, then everything; ``trizre audit``
+   judges the traces of the nodes that took part in requests (local
+   Spark), and each client's own tally must equal the audit's count.
+
+Prints a table and, with ``--json``, writes the figures.  Exit 0 when the
+mesh formed, the audit passed and the counts agree.  Needs root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.spark_cluster import spark_env  # noqa: E402
+from trizre.audit import _java  # noqa: E402
+
+PROCESS = ROOT / "benchmarks" / "scale_process.py"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def files_needed(nodes: int, processes: int) -> int:
+    """File descriptors one process of a full mesh holds, about.
+
+    Each link to a node of another process is a DEALER (its TCP connection
+    and its mailbox's eventfd) and, at the other end, an accepted TCP
+    connection: 3 per (local, remote) pair, plus a few hundred of its own.
+    """
+    local = nodes // processes
+    return 3 * local * (nodes - local) + 500
+
+
+def _raise_file_limit(needed: int) -> None:
+    """Raise this process's limit (children inherit it) as far as allowed, or say why not."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max(needed, soft)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
+    except (ValueError, OSError):
+        if needed > hard:
+            raise SystemExit(
+                f"scale: each process needs about {needed} file descriptors and the hard "
+                f"limit is {hard}, which this process may not raise (no CAP_SYS_RESOURCE): "
+                "use fewer nodes or more processes"
+            ) from None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, run: Path, namespace: str) -> None:
+        self.args = args
+        self.run = run
+        self.namespace = namespace
+        self.per_process = args.nodes // args.processes
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.lives: dict[int, int] = {}
+        self.unexpected: list[str] = []
+
+    def role(self, index: int) -> str:
+        return {0: "clients", 1: "bstar-primary", 2: "bstar-backup", 3: "titanic"}.get(
+            index, "servers"
+        )
+
+    def wait_ready(self, index: int, limit: float = 600.0) -> None:
+        deadline = time.monotonic() + limit
+        while not (self.run / "ready" / str(index)).exists():
+            if time.monotonic() > deadline or self.processes[index].poll() is not None:
+                raise RuntimeError(f"process {index} never became ready")
+            time.sleep(0.2)  # polling a file the process writes
+
+    def start(self, index: int) -> None:
+        (self.run / "ready" / str(index)).unlink(missing_ok=True)
+        (self.run / "status" / f"{index}.json").unlink(missing_ok=True)
+        self.lives[index] = self.lives.get(index, 0) + 1
+        log = (self.run / "logs" / f"p{index}.{self.lives[index]}.log").open("wb")
+        self.processes[index] = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespace, sys.executable, str(PROCESS), str(index),
+             "--nodes", str(self.per_process), "--processes", str(self.args.processes),
+             "--port", "5670", "--run", str(self.run), "--rate", str(self.args.rate),
+             "--role", self.role(index)],
+            stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+
+    def meshed(self) -> bool:
+        want = self.args.nodes - 1
+        for index in self.processes:
+            try:
+                status = json.loads((self.run / "status" / f"{index}.json").read_text())
+            except (OSError, ValueError):
+                return False
+            if status["min"] < want:
+                return False
+        return True
+
+    def check_alive(self, down: set[int]) -> None:
+        for index, process in self.processes.items():
+            if index not in down and process.poll() is not None:
+                self.unexpected.append(f"process {index} exited with {process.returncode}")
+                down.add(index)
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.processes.values())
+
+    def rss(self) -> list[float]:
+        return [round(rss_mb(p.pid), 1) for p in self.processes.values()]
+
+
+def wait_mesh(run: Run, limit: float, down: set[int]) -> float | None:
+    started = time.monotonic()
+    while not run.meshed():
+        run.check_alive(down)
+        if time.monotonic() - started > limit or run.unexpected:
+            return None
+        time.sleep(0.5)  # polling files the processes write
+    return time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--load-seconds", type=float, default=300.0)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--fault-every", type=float, default=30.0)
+    parser.add_argument("--mesh-limit", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, default=Path("scale-run"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("scale: needs root (a network namespace of its own)")
+        return 2
+    if args.processes < 5 or args.nodes % args.processes or args.nodes // args.processes < 4:
+        print("scale: --processes >= 5, and at least 4 nodes per process, evenly")
+        return 2
+    _raise_file_limit(files_needed(args.nodes, args.processes))
+    java = _java.find_java().path
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    out = args.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    for sub in ("logs", "traces", "ready", "status", "counts"):
+        (out / sub).mkdir(parents=True)
+    namespace = f"tzs{os.getpid() % 100000}"
+    results: dict[str, Any] = {
+        "nodes": args.nodes,
+        "processes": args.processes,
+        "rate": args.rate,
+        "load_seconds": args.load_seconds,
+        "seed": seed,
+        "cores": os.cpu_count(),
+    }
+    subprocess.run(["ip", "netns", "add", namespace], check=True)
+    subprocess.run(["ip", "-n", namespace, "link", "set", "lo", "up"], check=True)
+    run = Run(args, out, namespace)
+    down: set[int] = set()
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        print(f"scale: {args.nodes} nodes in {args.processes} processes, seed {seed}", flush=True)
+        for index in range(args.processes):
+            run.start(index)
+        mesh = wait_mesh(run, args.mesh_limit, down)
+        results["time_to_mesh_s"] = None if mesh is None else round(mesh, 1)
+        print(f"time to full mesh: {results['time_to_mesh_s']} s", flush=True)
+        if mesh is None:
+            raise RuntimeError("no full mesh: " + "; ".join(run.unexpected or ["too slow"]))
+        run.wait_ready(0)  # its clients have found their servers
+        # Idle.
+        before, at = run.cpu(), time.monotonic()
+        time.sleep(args.idle_seconds)  # measuring a quiet mesh over a fixed window
+        results["idle_cpu_cores"] = round((run.cpu() - before) / (time.monotonic() - at), 3)
+        results["idle_rss_mb"] = run.rss()
+        print(f"idle: {results['idle_cpu_cores']} cores, RSS MB {results['idle_rss_mb']}")
+        # Load, with faults.
+        run.processes[0].send_signal(signal.SIGUSR1)  # the clients: go
+        at = time.monotonic()
+        baseline = {p.pid: cpu_seconds(p.pid) for p in run.processes.values()}
+        spent = 0.0  # CPU of the phase, killed lives included
+        faults: list[str] = []
+        peak = [0.0] * args.processes
+        end = at + args.load_seconds
+        next_fault = at + args.fault_every
+        restart_at: dict[int, float] = {}
+        while time.monotonic() < end:
+            now = time.monotonic()
+            for index, when in list(restart_at.items()):
+                if now >= when:
+                    run.start(index)
+                    down.discard(index)
+                    del restart_at[index]
+            run.check_alive(down)
+            if now >= next_fault:
+                victim = rng.randrange(4, args.processes)
+                if victim not in down:
+                    pid = run.processes[victim].pid
+                    spent += cpu_seconds(pid) - baseline.get(pid, 0.0)
+                    run.processes[victim].kill()
+                    run.processes[victim].wait()
+                    down.add(victim)
+                    restart_at[victim] = now + 5.0
+                    faults.append(f"{now - at:6.1f} s  kill -9 process {victim}")
+                    print(f"  {faults[-1]}", flush=True)
+                next_fault = now + args.fault_every
+            peak = [max(a, b) for a, b in zip(peak, run.rss(), strict=False)]
+            time.sleep(1.0)  # the load phase's tick
+        spent += sum(
+            cpu_seconds(p.pid) - baseline.get(p.pid, 0.0)
+            for i, p in run.processes.items()
+            if i not in down
+        )
+        loaded = spent / (time.monotonic() - at)
+        for index in list(restart_at):
+            run.start(index)
+            down.discard(index)
+        results["loaded_cpu_cores"] = round(loaded, 3)
+        results["loaded_peak_rss_mb"] = [round(x, 1) for x in peak]
+        results["faults"] = faults
+        remesh = wait_mesh(run, args.mesh_limit, down)
+        results["remesh_after_load_s"] = None if remesh is None else round(remesh, 1)
+        print(f"loaded: {results['loaded_cpu_cores']} cores, peak RSS MB {peak}")
+        # Stop: clients first (they drain), then the rest.
+        run.processes[0].send_signal(signal.SIGTERM)
+        code = run.processes[0].wait(timeout=180)
+        if code != 0:
+            run.unexpected.append(f"the clients' process stopped with {code}")
+        for index in range(1, args.processes):
+            run.processes[index].send_signal(signal.SIGTERM)
+        for index in range(1, args.processes):
+            try:
+                run.processes[index].wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                run.unexpected.append(f"process {index} did not stop")
+    finally:
+        for process in run.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        for left in subprocess.run(
+            ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=False
+        ).stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(left), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", namespace], check=False)
+    # Verdict.
+    audit = subprocess.run(
+        [sys.executable, "-m", "trizre.audit", str(out / "traces"), "--out", str(out / "report"),
+         "--quiet"],
+        env=spark_env(java), capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    by_client = summary["requests"]["by_client"]
+    mismatches = []
+    tallies = {}
+    for path in sorted((out / "counts").glob("*.json")):
+        tally = json.loads(path.read_text())
+        tallies[tally["role"]] = tally
+        audited = by_client.get(tally["node"], {})
+        for key in ("requests", "answered", "abandoned"):
+            if tally[key] != audited.get(key):
+                mismatches.append(f"{tally['role']} {key}: {tally[key]} vs {audited.get(key)}")
+        if audited.get("lost") or audited.get("interrupted") or tally["wrong_replies"]:
+            mismatches.append(f"{tally['role']}: {audited} wrong {tally['wrong_replies']}")
+    results["audit_exit_code"] = audit.returncode
+    results["requests"] = {
+        role: {k: t[k] for k in ("requests", "answered", "abandoned")}
+        for role, t in tallies.items()
+    }
+    results["audit_flags"] = {
+        flag: entry["count"] for flag, entry in summary["requests"]["flags"].items()
+    }
+    results["dual_active"] = len(summary["bstar"]["dual_active"])
+    results["failures"] = (
+        run.unexpected
+        + mismatches
+        + ([] if audit.returncode == 0 else [f"audit exit code {audit.returncode}"])
+    )
+    if len(tallies) != 4:
+        results["failures"].append(f"{4 - len(tallies)} client tallies missing")
+    print(json.dumps(results, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0 if not results["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -322,6 +322,61 @@ async def test_a_peer_that_never_says_hello_is_dropped_at_the_handshake_timeout(
             assert node.peers() == []  # it had never entered: no Enter, no Exit
 
 
+def _announce(node: trizre.Node, peer: uuid.UUID) -> None:
+    """A beacon for ``peer`` at a loopback port nobody listens on."""
+    network = node._discovery
+    assert isinstance(network, MemoryDiscovery)
+    beacon = wire.Beacon(peer, 1 + peer.int % 1000)
+    key = wire.encode_beacon(beacon) + b"127.0.0.1"
+    for deliver in list(network._listeners.values()):
+        deliver(beacon, "127.0.0.1", key)
+
+
+async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_long(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A real peer too loaded to greet in time must not be dropped and relinked for ever.
+
+    Each relink makes the far end start over (a second HELLO is a restart):
+    with a fixed window an overloaded mesh of 250 nodes kept redoing
+    handshakes (make scale).  The window doubles, up to expired_timeout.
+    """
+    port = free_udp_port()
+    options = {"handshake_timeout": 2.0, "expired_timeout": 20.0, **MEMORY}
+    with trio.fail_after(600):
+        async with trizre.open_node("n", beacon_port=port, **options) as node:
+            await trio.sleep(0.5)
+            slow = uuid.uuid4()
+            for window in (2.0, 4.0, 8.0, 16.0, 20.0, 20.0):
+                start = trio.current_time()
+                _announce(node, slow)  # its next beacon: linked again
+                link = node._peers[slow].link
+                await trio.sleep(window - 0.001)
+                assert slow in node._peers, window
+                await trio.sleep(0.001)
+                await trio.testing.wait_all_tasks_blocked()
+                assert slow not in node._peers and link.closed
+                assert trio.current_time() - start == pytest.approx(window)
+            other = uuid.uuid4()  # its own count: starts at the configured window
+            _announce(node, other)
+            await trio.sleep(2.0)
+            await trio.testing.wait_all_tasks_blocked()
+            assert other not in node._peers
+
+
+async def test_a_peer_that_greets_starts_its_count_of_missed_handshakes_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=2.0, **MEMORY) as node:
+            async with trizre.open_node("real", beacon_port=port, **MEMORY) as real:
+                node._missed_handshakes[real.uuid] = 3  # it had missed three
+                await node.wait_for_peer("real")
+                assert real.uuid not in node._missed_handshakes
+            assert node._handshake_for(real.uuid) == 2.0
+
+
 async def test_peers_without_hello_are_bounded_oldest_first_and_real_peers_still_enter(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -27,7 +27,7 @@ import ipaddress
 import logging
 import math
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Final, final
@@ -97,6 +97,7 @@ _YIELD_EVERY: Final = 32
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
 _CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
+_MISSES_KEPT: Final = 1024  # peers whose missed handshakes we remember (forged UUIDs are free)
 _TRACE_KINDS: Final[dict[type, str]] = {
     Enter: kinds.ENTER,
     Join: kinds.JOIN,
@@ -153,6 +154,9 @@ class Node:
         # max_pending_peers of them hold a socket (forged beacons are cheap).
         self._unready: dict[UUID, PeerSession] = {}
         self._unready_peak = 0  # since the crowd last dissolved (see _settle)
+        # Handshakes missed in a row, per peer: its next one gets twice as
+        # long (see _handshake_for).
+        self._missed_handshakes: OrderedDict[UUID, int] = OrderedDict()
         self._trim_at = math.inf  # when to hand a dissolved crowd's memory back
         self._logged: dict[str, float] = {}  # what _log_rarely said, and when
         self._curve = config.curve
@@ -591,7 +595,7 @@ class Node:
             now=trio.current_time(),
             evasive=self._config.evasive_timeout,
             expired=self._config.expired_timeout,
-            handshake=self._config.handshake_timeout,
+            handshake=self._handshake_for(peer_uuid),
             key=None if curve is None else z85(curve.server),
         )
         peer = PeerSession(protocol, link)
@@ -603,10 +607,33 @@ class Node:
         self._presence_wakeup.set()
         return peer
 
+    def _handshake_for(self, peer_uuid: UUID) -> float:
+        """How long a new link to this peer may wait for its HELLO.
+
+        ``handshake_timeout``, doubled for each handshake the peer missed in
+        a row, up to ``expired_timeout``.  A real peer whose HELLO is late
+        (its process overloaded) is dropped and linked again at its next
+        beacon, and our new HELLO makes it start over with us too (a second
+        HELLO is a restart): with a fixed window, an overloaded mesh kept
+        redoing handshakes that made it more overloaded.  Forged peers stay
+        bounded by ``max_pending_peers``.
+        """
+        base = self._config.handshake_timeout
+        misses = self._missed_handshakes.get(peer_uuid, 0)
+        return min(base * 2.0**misses, max(base, self._config.expired_timeout))
+
+    def _missed_handshake(self, peer_uuid: UUID) -> None:
+        misses = self._missed_handshakes.pop(peer_uuid, 0)
+        self._missed_handshakes[peer_uuid] = min(misses + 1, 16)
+        while len(self._missed_handshakes) > _MISSES_KEPT:
+            self._missed_handshakes.popitem(last=False)
+
     def _forget(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> bool:
         """Drop a peer from every table and close our link to it; False if already gone."""
         if self._peers.get(peer.uuid) is not peer:
             return False
+        if reason is ExitReason.HANDSHAKE and not peer.protocol.ready:
+            self._missed_handshake(peer.uuid)
         del self._peers[peer.uuid]
         del self._by_identity[peer.protocol.route]
         self._settle(peer)
@@ -840,6 +867,7 @@ class Node:
         protocol = peer.protocol
         if events and type(events[0]) is Enter:
             self._settle(peer)
+            self._missed_handshakes.pop(peer.uuid, None)
             self._peers_changed.set()  # for wait_for_peer
         for event in events:
             if isinstance(event, Ballot):
@@ -1301,7 +1329,9 @@ async def open_node(
         handshake_timeout: a peer we heard of (by beacon) that has not said
             HELLO this long after we linked to it is dropped, with its
             socket (anyone can forge a beacon); it comes back with its next
-            beacon if it is real.
+            beacon if it is real, and then has twice as long (doubling for
+            each miss in a row, up to ``expired_timeout``), so that a real
+            peer too loaded to answer in time gets its chance.
         election_timeout: how long an election may run before this node
             ends it (``docs/elections.md``): a contester whose wave is
             lowest declares it won, as it must when a zyre peer miscounts.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import socket
 import uuid
+from typing import Any
 
 import pytest
 import trio
@@ -19,6 +20,7 @@ import trizre
 from tests.nodes import free_udp_port, memory_raw_peer, next_event
 from trizre import wire
 from trizre._discovery import MemoryDiscovery
+from trizre._peer import PeerProtocol
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
@@ -362,6 +364,34 @@ async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_lon
             await trio.sleep(2.0)
             await trio.testing.wait_all_tasks_blocked()
             assert other not in node._peers
+
+
+async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linking N peers, each in its own turn, must not poll N²/2 peers (make scale)."""
+    polled = itertools.count()
+    poll = PeerProtocol.poll
+
+    def counting(self: PeerProtocol, now: float) -> Any:
+        next(polled)
+        return poll(self, now)
+
+    monkeypatch.setattr(PeerProtocol, "poll", counting)
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=3.0, **MEMORY) as node:
+            await trio.sleep(0.5)
+            before = next(polled)
+            newcomers = [uuid.uuid4() for _ in range(50)]  # within one source's burst
+            for newcomer in newcomers:  # each in its own turn, as HELLOs and beacons come
+                _announce(node, newcomer)
+                await trio.testing.wait_all_tasks_blocked()
+            assert all(u in node._peers for u in newcomers)
+            assert next(polled) - before < 50  # a pass per newcomer: 1,275
+            await trio.sleep(3.0)  # their handshake deadline still holds
+            await trio.testing.wait_all_tasks_blocked()
+            assert not any(u in node._peers for u in newcomers)
 
 
 async def test_a_peer_that_greets_starts_its_count_of_missed_handshakes_again(

@@ -35,6 +35,8 @@ import zmq
 
 from ._zsock import ZSocket, context
 
+_RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
+
 __all__ = [
     "EPHEMERAL_PORTS",
     "CurveClient",
@@ -232,6 +234,11 @@ class TcpLink:
             zsock.setsockopt(zmq.SNDHWM, hwm)
             zsock.setsockopt(zmq.LINGER, 0)
             zsock.setsockopt(zmq.IPV6, int(ipv6))
+            # A dead peer stays linked until it expires: retry every 100 ms
+            # at first, then back off to once a second, not ten times (a
+            # kill -9 of a process of 25 nodes leaves a mesh of 250 with
+            # 5,625 such links).
+            zsock.setsockopt(zmq.RECONNECT_IVL_MAX, _RECONNECT_IVL_MAX_MS)
             if curve is not None:
                 zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
                 zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)

@@ -140,6 +140,8 @@ class Node:
         self._advertised = ""  # the endpoint our HELLO gives
         self._stopped = False
         self._presence_wakeup = trio.Event()
+        # The presence keeper's sleep between passes (None during a pass).
+        self._presence_sleep: trio.CancelScope | None = None
         self._peers_changed = RepeatedEvent()
         self._pongs = RepeatedEvent()  # set on traffic while ping() waits
         self._pinging = 0
@@ -604,7 +606,7 @@ class Node:
         self._peers[peer_uuid] = peer
         self._by_identity[protocol.route] = peer
         peer.flush()
-        self._presence_wakeup.set()
+        self._presence_due(protocol.deadline())
         return peer
 
     def _handshake_for(self, peer_uuid: UUID) -> float:
@@ -686,7 +688,7 @@ class Node:
             if self._unready_peak >= _CROWD:
                 # libzmq's reaper thread frees closed sockets a little later.
                 self._trim_at = trio.current_time() + _TRIM_DELAY
-                self._presence_wakeup.set()
+                self._presence_due(self._trim_at)
             self._unready_peak = 0
 
     def _bound_unready(self, newcomer: PeerSession) -> None:
@@ -788,7 +790,7 @@ class Node:
     async def _elect(self, actions: Sequence[ElectionAction]) -> None:
         """Send what the elections ask, report what they decided."""
         if actions:
-            self._presence_wakeup.set()  # an election may have begun: its deadline
+            self._presence_due(self._elections.deadline())  # an election may have begun
         for action in actions:
             if isinstance(action, Elected):
                 winner = UUID(hex=action.leader)
@@ -933,6 +935,20 @@ class Node:
 
     # ------------------------------------------------------------ presence
 
+    def _presence_due(self, at: float) -> None:
+        """Have the presence keeper pass over the peers by ``at``.
+
+        While it sleeps, its wake-up time moves earlier, if need be: a pass
+        looks at every peer, and a pass per new peer made a mesh of N peers
+        that relinks at once cost N² looks (make scale: hundreds of new
+        peers after a kill -9).  During a pass, it passes again after.
+        """
+        sleep = self._presence_sleep
+        if sleep is None:
+            self._presence_wakeup.set()
+        elif at < sleep.deadline:
+            sleep.deadline = at
+
     async def _presence_keeper(self) -> None:
         # Not a RepeatedEvent: this waits for a wake-up *or* a deadline.  A
         # fresh Event is made before each pass, so a peer added while the
@@ -974,8 +990,9 @@ class Node:
                     await self._remove_peer(peer, protocol.ended)
                 else:
                     deadline = min(deadline, protocol.deadline())
-            with trio.move_on_at(deadline):
+            with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()
+            self._presence_sleep = None
 
     # ------------------------------------------------------------- beacons
 

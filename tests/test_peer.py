@@ -257,6 +257,51 @@ def test_a_second_hello_ends_the_conversation() -> None:
     assert peer.ended is ExitReason.HELLO
 
 
+def answering(groups: tuple[str, ...] = ()) -> PeerProtocol:
+    """A conversation made on hearing the peer's HELLO, which it then took."""
+    peer = PeerProtocol(
+        PEER, ENDPOINT, OUR_HELLO, now=0.0, evasive=EVASIVE, expired=EXPIRED, answering=True
+    )
+    peer.receive(frames_of(wire.Hello(1, ENDPOINT, groups, 7, "bob", (("X", "1"),))), 0.0)
+    assert peer.ready
+    return peer
+
+
+def test_a_hello_that_answers_ours_is_not_a_restart() -> None:
+    """Both linked on hearing the other's HELLO: the second one is its answer.
+
+    Taken as a restart, each side answered the other's answer for ever,
+    one HELLO a round trip (make scale, 250 nodes overloaded).
+    """
+    peer = answering(("a", "b"))
+    again = wire.Hello(1, ENDPOINT, ("b", "c"), 8, "bob", (("X", "1"),))
+    events = peer.receive(frames_of(again), 3.0)
+    assert peer.ended is None
+    assert events == (Join(PEER, "bob", "c"), Leave(PEER, "bob", "a"))
+    assert (peer.groups, peer.status, peer.in_seq) == (frozenset({"b", "c"}), 8, 1)
+    assert peer.presence.last_heard == 3.0
+    # Its new link numbers on from its HELLO.
+    assert peer.receive(frames_of(wire.Whisper(2, (b"hi",))), 3.1) == (
+        Whisper(PEER, "bob", (b"hi",)),
+    )
+    # Once: a further HELLO is a restart.
+    peer.receive(frames_of(again), 4.0)
+    assert peer.ended is ExitReason.HELLO
+
+
+@pytest.mark.parametrize(
+    "since", [wire.Whisper(2, (b"x",)), wire.Join(2, "g", 8), wire.Ping(2)], ids=repr
+)
+def test_a_hello_after_other_traffic_is_a_restart_even_when_answering(
+    since: wire.Message,
+) -> None:
+    peer = answering()
+    peer.receive(frames_of(since), 1.0)
+    assert peer.ended is None
+    peer.receive(frames_of(wire.Hello(1, ENDPOINT, name="bob")), 2.0)
+    assert peer.ended is ExitReason.HELLO
+
+
 def test_another_protocol_version_is_ignored_and_not_counted() -> None:
     peer = entered()
     assert peer.receive([IDENTITY, b"\xaa\xa1\x02\x03\x00\x02", b"v3"], 0.0) == ()

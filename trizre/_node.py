@@ -527,12 +527,14 @@ class Node:
         *,
         beacon_from: str | None = None,
         key: bytes | None = None,
+        answering: bool = False,
     ) -> PeerSession | None:
         """Link to a new peer and queue our HELLO to it.
 
         ``beacon_from``: the address of the beacon that announced it, whose
         new TCP peers are throttled (a HELLO needs a real connection).
         ``key``: its CURVE public key, required in CURVE mode.
+        ``answering``: linked on hearing its HELLO (see PeerProtocol).
         """
         gossiping = self._config.discovery == "gossip"
         if gossiping:
@@ -599,6 +601,7 @@ class Node:
             expired=self._config.expired_timeout,
             handshake=self._handshake_for(peer_uuid),
             key=None if curve is None else z85(curve.server),
+            answering=answering,
         )
         peer = PeerSession(protocol, link)
         if not link.in_process:
@@ -859,7 +862,7 @@ class Node:
             )
             return
         raw_key = None if key is None else curve_key(key)
-        peer = self._add_peer(peer_uuid, hello.endpoint, key=raw_key)
+        peer = self._add_peer(peer_uuid, hello.endpoint, key=raw_key, answering=True)
         if peer is not None:
             await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
 

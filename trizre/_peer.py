@@ -18,7 +18,11 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   come from a DEALER identity ``0x01 + UUID``.  After it, each message must
   carry exactly the next number: a gap, repeat or reordering ends the peer
   (:attr:`ExitReason.SEQUENCE`).  A second HELLO ends it too (it restarted
-  its link to us; :attr:`ExitReason.HELLO`).
+  its link to us; :attr:`ExitReason.HELLO`), except one that answers ours:
+  when this conversation was made on hearing the peer's HELLO
+  (``answering``) and nothing else has come since, the peer linked on
+  hearing ours too; its HELLO starts the numbering of its new link, and
+  the groups it lists give Join and Leave events.
 * JOIN and LEAVE update the peer's groups and status; a JOIN of a group it
   is in, or a LEAVE of one it is not in, changes nothing visible.
 * PING is answered with PING-OK; GOODBYE (zyre's id 10) ends the peer.
@@ -171,6 +175,7 @@ class PeerProtocol:
     # A process may hold thousands of these (100 local nodes: 9,900), so the
     # queue is made on first use and dropped when empty.
     __slots__ = (
+        "_answering",
         "_handshake_by",
         "_pending",
         "detail",
@@ -202,6 +207,7 @@ class PeerProtocol:
         expired: float,
         handshake: float = math.inf,
         key: str | None = None,
+        answering: bool = False,
     ) -> None:
         if hello.sequence != wire.HELLO_SEQUENCE:
             raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
@@ -225,6 +231,8 @@ class PeerProtocol:
         self.detail = ""
         self._pending: deque[wire.Message] | None = deque((hello,))
         self._handshake_by = now + handshake
+        # Made on hearing its HELLO, and nothing from it since (see _hello).
+        self._answering = answering
 
     # ------------------------------------------------------------ outbound
 
@@ -304,6 +312,7 @@ class PeerProtocol:
         seq = wire.whisper_sequence(frames[1], self.version)
         if seq is not None and self.ready and seq == (self.in_seq + 1) & 0xFFFF:
             self.in_seq = seq
+            self._answering = False
             self.presence.heard(now)
             return (Whisper(self.uuid, self.name, tuple(frames[2:])),)
         return self._receive(frames, now)
@@ -363,6 +372,7 @@ class PeerProtocol:
             self._end(ExitReason.SEQUENCE, f"{seq}, expected {expected}")
             return False
         self.in_seq = seq
+        self._answering = False
         self.presence.heard(now)
         return True
 
@@ -372,6 +382,15 @@ class PeerProtocol:
         if self.key is not None and not _declares(hello, self.key):
             self._end(ExitReason.KEY, f"its HELLO does not declare {PUBLIC_KEY_HEADER} {self.key}")
             return _NOTHING
+        if self.ready and self._answering:
+            # We linked on hearing its HELLO, and it linked on hearing ours:
+            # this is its answer, not a restart.  Taken as one, each side
+            # would answer the other's answer for ever (make scale: a HELLO
+            # every round trip between overloaded nodes).
+            self._answering = False
+            self.in_seq = hello.sequence  # its new link numbers from here
+            self.presence.heard(now)
+            return self._regroup(hello)
         if self.ready:
             # A HELLO from a peer that already entered: it restarted its
             # link to us.  This conversation is over; the node starts anew.
@@ -386,6 +405,17 @@ class PeerProtocol:
         self.groups = frozenset(hello.groups) if hello.groups else _NO_GROUPS
         enter = Enter(self.uuid, self.name, self.headers, self.endpoint)
         return (enter, *(Join(self.uuid, self.name, group) for group in hello.groups))
+
+    def _regroup(self, hello: wire.Hello) -> Sequence[PeerEvent]:
+        """Joins and leaves between the groups we knew and those ``hello`` lists."""
+        self.status = hello.status
+        groups = frozenset(hello.groups) if hello.groups else _NO_GROUPS
+        joined, left = sorted(groups - self.groups), sorted(self.groups - groups)
+        self.groups = groups
+        return (
+            *(Join(self.uuid, self.name, group) for group in joined),
+            *(Leave(self.uuid, self.name, group) for group in left),
+        )
 
     def _end(self, reason: ExitReason, detail: str = "") -> None:
         if self.ended is None:

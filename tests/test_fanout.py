@@ -14,7 +14,7 @@ import trio
 import trio.testing
 from trio.testing import wait_all_tasks_blocked
 
-from trizre._events import Event, EventsOverflowed, Join, Stop
+from trizre._events import Event, EventsIdle, EventsOverflowed, Join, NodeError, Stop
 from trizre._fanout import EventStream, Fanout, Overflow
 
 
@@ -503,6 +503,85 @@ async def test_cancelled_receive_loses_no_event(autojump_clock: trio.testing.Moc
         assert got == events
 
 
+# -------------------------------------------------------------- idle timeout
+
+
+async def test_idle_timeout_raises_after_exactly_that_long_and_the_stream_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(60):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block", idle_timeout=2.5)
+        start = trio.current_time()
+        with pytest.raises(EventsIdle, match=r"2\.5 s"):
+            await stream.receive()
+        assert trio.current_time() - start == pytest.approx(2.5)
+        # Nothing was lost and the subscription is still open.
+        (event,) = joins(1)
+        fanout.publish_nowait(event)
+        assert await stream.receive() is event
+        start = trio.current_time()
+        with pytest.raises(EventsIdle):
+            async for _ in stream:
+                pass
+        assert trio.current_time() - start == pytest.approx(2.5)
+
+
+async def test_idle_timeout_counts_each_wait_from_its_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Events 2 s apart never trip a 2.5 s idle timeout, however many come."""
+    with trio.fail_after(60):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block", idle_timeout=2.5)
+        events = joins(10)
+
+        async def publish() -> None:
+            for event in events:
+                await trio.sleep(2)
+                fanout.publish_nowait(event)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publish)
+            got = [await stream.receive() for _ in events]
+        assert got == events
+
+
+async def test_buffered_events_are_never_idle(autojump_clock: trio.testing.MockClock) -> None:
+    """Events that waited in the buffer longer than the timeout come out, then it counts."""
+    with trio.fail_after(60):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block", idle_timeout=1)
+        events = joins(3)
+        for event in events:
+            fanout.publish_nowait(event)
+        await trio.sleep(10)
+        assert [await stream.receive() for _ in events] == events
+        with pytest.raises(EventsIdle):
+            await stream.receive()
+
+
+async def test_an_ended_stream_ends_rather_than_idles(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(60):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block", idle_timeout=1)
+
+        async def close_soon() -> None:
+            await trio.sleep(0.5)
+            fanout.close()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_soon)
+            assert await drain(stream) == [Stop()]
+
+
+def test_events_idle_is_a_node_error_and_a_trio_timeout() -> None:
+    assert issubclass(EventsIdle, NodeError)
+    assert issubclass(EventsIdle, trio.TooSlowError)
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -516,3 +595,15 @@ def test_bad_max_buffer_raises(max_buffer: int) -> None:
 def test_bad_overflow_raises(overflow: object) -> None:
     with pytest.raises(ValueError, match="overflow"):
         Fanout().subscribe(1, overflow)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("idle", [0, -1, float("inf"), float("nan")])
+def test_bad_idle_timeout_raises_value_error(idle: float) -> None:
+    with pytest.raises(ValueError, match="idle_timeout"):
+        Fanout().subscribe(1, "block", idle_timeout=idle)
+
+
+@pytest.mark.parametrize("idle", ["5", True, [1.0]])
+def test_idle_timeout_of_another_type_raises_type_error(idle: object) -> None:
+    with pytest.raises(TypeError, match="idle_timeout"):
+        Fanout().subscribe(1, "block", idle_timeout=idle)  # type: ignore[arg-type]

@@ -496,3 +496,24 @@ async def test_ping_fails_when_the_peer_leaves_or_is_unknown(
                         await node.ping(raw.uuid)
         with pytest.raises(trio.ClosedResourceError):
             await node.ping(raw.uuid)
+
+
+async def test_an_idle_subscription_raises_events_idle_on_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``node.events(idle_timeout=)`` reaches the subscription; other subscribers wait on."""
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as a:
+            events = a.events(idle_timeout=7.5)
+            plain = a.events()
+            async with trizre.open_node("b", beacon_port=port, **MEMORY) as b:
+                await next_event(events, trizre.Enter)
+                start = trio.current_time()
+                with pytest.raises(trizre.EventsIdle):
+                    async for _ in events:
+                        pass
+                assert trio.current_time() - start == 7.5
+                await b.whisper(a.uuid, b"late")
+                assert (await next_event(events, trizre.Whisper)).frames == (b"late",)
+                assert (await next_event(plain, trizre.Whisper)).frames == (b"late",)

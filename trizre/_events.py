@@ -6,10 +6,12 @@ import uuid
 from typing import TypeAlias, final
 
 import attrs
+import trio
 
 __all__ = [
     "Enter",
     "Event",
+    "EventsIdle",
     "EventsOverflowed",
     "Evasive",
     "Exit",
@@ -160,4 +162,15 @@ class EventsOverflowed(NodeError):
     Raised by the subscription's iterator after it has returned every event
     it did hold: the events after those were dropped for this subscriber
     only, and it should resynchronise from :meth:`Node.peers` and friends.
+    """
+
+
+class EventsIdle(NodeError, trio.TooSlowError):
+    """No event came within a subscription's ``idle_timeout``.
+
+    Raised by the subscription's iterator (or ``receive``) when it has
+    waited ``idle_timeout`` seconds for the next event.  Nothing is lost and
+    the subscription stays open: iterate it again to go on waiting.  A
+    ``trio.TooSlowError``, so code written for ``trio.fail_after`` catches
+    it too.
     """

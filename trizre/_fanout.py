@@ -9,17 +9,24 @@ policy, chosen when it subscribes:
   the peers, and their sends wait: nothing is lost, everything slows down.
 * ``"raise"``: the subscriber is cut off: it gets the events it holds, then
   :class:`EventsOverflowed`.  Nobody else is slowed down.
+
+A subscriber may also ask for an idle timeout: :class:`EventsIdle` when it
+has waited that long for the next event.  Only a reader that has to wait
+can be idle, so the timer is set only then, never for an event already
+buffered: a timeout around every read would cost that read a cancel
+scope and a deadline, more than the read itself.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import deque
 from typing import Final, Literal, final
 
 import trio
 
-from ._events import Event, EventsOverflowed, Stop
+from ._events import Event, EventsIdle, EventsOverflowed, Stop
 
 __all__ = ["EventStream", "Fanout", "Overflow"]
 
@@ -32,11 +39,21 @@ _YIELD_EVERY: Final = 32
 class _Queue:
     """One subscriber's bounded buffer (held by the fan-out, read by a stream)."""
 
-    __slots__ = ("_items", "_limit", "_readers", "_writers", "closed", "overflow", "overflowed")
+    __slots__ = (
+        "_idle",
+        "_items",
+        "_limit",
+        "_readers",
+        "_writers",
+        "closed",
+        "overflow",
+        "overflowed",
+    )
 
-    def __init__(self, limit: int, overflow: Overflow) -> None:
+    def __init__(self, limit: int, overflow: Overflow, idle: float | None = None) -> None:
         self._items: deque[Event] = deque()
         self._limit = limit
+        self._idle = idle
         self.overflow = overflow
         self.overflowed = False
         self.closed = False
@@ -81,6 +98,8 @@ class _Queue:
         self._writers.unpark_all()
 
     async def get(self) -> Event:
+        idle = self._idle
+        deadline = math.inf if idle is None else trio.current_time() + idle
         while not self._items:
             if self.closed:
                 if self.overflowed:
@@ -88,7 +107,13 @@ class _Queue:
                         "this subscriber fell behind and was cut off; events were dropped for it"
                     )
                 raise StopAsyncIteration
-            await self._readers.park()
+            if idle is None:
+                await self._readers.park()
+                continue
+            with trio.move_on_at(deadline) as waiting:
+                await self._readers.park()
+            if waiting.cancelled_caught and not self._items and not self.closed:
+                raise EventsIdle(f"no event for {idle:g} s (the subscription's idle_timeout)")
         return self.take()
 
     def take(self) -> Event:
@@ -114,7 +139,9 @@ class EventStream:
     Cancellation: a cancelled ``__anext__`` loses no event.  If the
     subscription was made with ``overflow="raise"`` and fell behind,
     iteration raises :class:`~trizre.EventsOverflowed` after the events it
-    holds.
+    holds.  If it was made with an ``idle_timeout``, a wait that long for
+    the next event raises :class:`~trizre.EventsIdle`; the stream stays
+    open, and iterating it again waits again.
     """
 
     __slots__ = ("__weakref__", "_fanout", "_queue", "_unyielded")
@@ -144,7 +171,11 @@ class EventStream:
         return await self._queue.get()
 
     async def receive(self) -> Event:
-        """The next event; raises ``trio.EndOfChannel`` after the stream ended."""
+        """The next event; raises ``trio.EndOfChannel`` after the stream ended.
+
+        Raises as iteration does otherwise (:class:`~trizre.EventsOverflowed`,
+        :class:`~trizre.EventsIdle`); cancelled, it loses no event.
+        """
         try:
             return await self.__anext__()
         except StopAsyncIteration:
@@ -178,12 +209,24 @@ class Fanout:
         self._queues: list[_Queue] = []
         self.closed = False
 
-    def subscribe(self, max_buffer: int, overflow: Overflow) -> EventStream:
+    def subscribe(
+        self, max_buffer: int, overflow: Overflow, idle_timeout: float | None = None
+    ) -> EventStream:
         if max_buffer < 1:
             raise ValueError(f"max_buffer must be at least 1, got {max_buffer}")
         if overflow not in ("block", "raise"):
             raise ValueError(f"overflow must be 'block' or 'raise', got {overflow!r}")
-        queue = _Queue(max_buffer, overflow)
+        if idle_timeout is not None:
+            if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, int | float):
+                raise TypeError(
+                    f"idle_timeout must be seconds (a float) or None, "
+                    f"not {type(idle_timeout).__name__}"
+                )
+            if not (idle_timeout > 0 and math.isfinite(idle_timeout)):
+                raise ValueError(
+                    f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}"
+                )
+        queue = _Queue(max_buffer, overflow, idle_timeout)
         if self.closed:
             queue.close(Stop())
         else:

@@ -320,18 +320,29 @@ class Node:
                 return match
             await self._peers_changed.wait()
 
-    def events(self, *, max_buffer: int = 1000, overflow: Overflow = "block") -> EventStream:
+    def events(
+        self,
+        *,
+        max_buffer: int = 1000,
+        overflow: Overflow = "block",
+        idle_timeout: float | None = None,
+    ) -> EventStream:
         """Subscribe to this node's events from now on.
 
         Every subscription sees every event; see :mod:`trizre._fanout` and
         ``docs/node.md`` for what happens when a subscriber falls behind
         (``overflow="block"``: the node waits for it; ``"raise"``: it is
-        cut off with :class:`~trizre.EventsOverflowed`).  A subscription
-        made after the node stopped yields only :class:`~trizre.Stop`.
-        Bad input: ``max_buffer < 1`` or another ``overflow`` raise
-        ``ValueError``.
+        cut off with :class:`~trizre.EventsOverflowed`).  With
+        ``idle_timeout``, waiting that many seconds for the next event
+        raises :class:`~trizre.EventsIdle` (the subscription stays open):
+        an idle timeout that costs nothing while events flow, unlike a
+        cancel scope around each read.  A subscription made after the
+        node stopped yields only :class:`~trizre.Stop`.  Bad input:
+        ``max_buffer < 1``, another ``overflow`` or an ``idle_timeout``
+        that is not a positive finite number raise ``ValueError``; an
+        ``idle_timeout`` that is not a number raises ``TypeError``.
         """
-        return self._fanout.subscribe(max_buffer, overflow)
+        return self._fanout.subscribe(max_buffer, overflow, idle_timeout)
 
     # ------------------------------------------------------------- sending
 

@@ -88,6 +88,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \
 		--update-docs docs/benchmarks.md
+	$(BIN)/python benchmarks/bench_receive.py --json benchmarks/results/receive.json
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
 	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \

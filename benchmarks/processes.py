@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -60,3 +61,10 @@ async def python_processes(
             with trio.CancelScope(shield=True):
                 for proc in procs:
                     await proc.wait()
+
+
+def summary(values: Sequence[float], digits: int = 0) -> str:
+    """``median (min-max)``, with thousands separators and ``digits`` decimals."""
+    fmt = f"{{:,.{digits}f}}"
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return f"{fmt.format(statistics.median(values))} ({low}-{high})"

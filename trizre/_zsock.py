@@ -46,11 +46,13 @@ __all__ = ["ZSocket", "context"]
 
 logger = logging.getLogger("trizre.zsock")
 
-_POLLIN: Final = zmq.POLLIN
-_POLLOUT: Final = zmq.POLLOUT
-_NOBLOCK: Final = zmq.NOBLOCK
-_SNDMORE_NOBLOCK: Final = zmq.SNDMORE | zmq.NOBLOCK
-_EVENTS: Final = zmq.EVENTS
+# Plain ints, not pyzmq's enums: an enum flag costs ~1 us an operation
+# (``&``, or a send's flags), and these are on every message's path.
+_POLLIN: Final = int(zmq.POLLIN)
+_POLLOUT: Final = int(zmq.POLLOUT)
+_NOBLOCK: Final = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
+_EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
 _backend_send: Final = zmq.backend.Socket.send

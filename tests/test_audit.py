@@ -64,8 +64,9 @@ def _tagged(spark: SparkSession, directory: Path) -> DataFrame:
     return tag_lines(read_lines(spark, str(directory)), "m")
 
 
-def _lines(spark: SparkSession, directory: Path) -> DataFrame:
-    return valid_lines(_tagged(spark, directory))
+def _request_table(spark: SparkSession, directory: Path) -> DataFrame:
+    tagged = _tagged(spark, directory)
+    return request_table(valid_lines(tagged), overview(tagged))
 
 
 def approx(value: float) -> Any:
@@ -149,7 +150,7 @@ def request_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def req(spark: SparkSession, request_dir: Path) -> Iterator[dict[str, Any]]:
-    table = request_table(_lines(spark, request_dir)).cache()
+    table = _request_table(spark, request_dir).cache()
     try:
         rows = {(r["client"], r["rid"]): r.asDict() for r in table.collect()}
         yield {"rows": rows, "summary": request_summary(table, 50)}
@@ -247,7 +248,7 @@ def test_killed_client_leaves_its_requests_interrupted_not_lost(
     tr.sent(clean, server, 1, 1.0)
     tr.line(clean, "node-stop", 9.0)
     tr.sent(unknown, server, 1, 1.0)  # no lifecycle lines at all: cannot tell
-    table = request_table(_lines(spark, tr.write(tmp_path)))
+    table = _request_table(spark, tr.write(tmp_path))
     rows = {(r["client"], int(r["rid"], 16)): r for r in table.collect()}
     verdict = {
         (node.name, n): ("interrupted" if rows[node.uuid, n]["interrupted"] else "")
@@ -292,7 +293,7 @@ def test_a_request_sent_again_after_its_abandon_is_a_new_round(
     tr.sent(client, worker, 2, 5.5)  # round two, never ended
     tr.answered(client, worker, 3, 6.0, latency=3.0)  # no new round: a late answer
     tr.line(client, "node-stop", 9.0)
-    table = request_table(_lines(spark, tr.write(tmp_path)))
+    table = _request_table(spark, tr.write(tmp_path))
     rows = {int(r["rid"], 16): r for r in table.collect()}
     flags = ("lost", "out_of_order")
     assert {n: tuple(f for f in flags if rows[n][f]) for n in rows} == {
@@ -309,7 +310,7 @@ def test_abandoned_before_any_send_is_the_clients_not_an_orphan(
     tr = Traces()
     client = tr.node("client", start=0.0)
     tr.abandoned(client, 1, 3.0, attempts=3)
-    table = request_table(_lines(spark, tr.write(tmp_path)))
+    table = _request_table(spark, tr.write(tmp_path))
     (row,) = table.collect()
     assert (row["sends"], row["abandons"], row["orphan"], row["lost"]) == (0, 1, False, False)
     counts = request_summary(table, 10)["by_client"][client.uuid]
@@ -355,7 +356,7 @@ def test_latency_percentiles(spark: SparkSession, tmp_path: Path) -> None:
             pattern="lazy-pirate" if odd else "service",
             service="" if odd else "echo",
         )
-    table = request_table(_lines(spark, tr.write(tmp_path)))
+    table = _request_table(spark, tr.write(tmp_path))
     stats = latency_stats(table)
     overall = stats["overall"]
     assert overall["count"] == 100
@@ -566,7 +567,7 @@ def test_rotated_files_are_read_together(spark: SparkSession, tmp_path: Path) ->
     tagged = _tagged(spark, directory)
     ov = overview(tagged)
     assert (ov.lines, ov.valid, ov.malformed, ov.other_version) == (54, 52, 1, 1)
-    summary = request_summary(request_table(valid_lines(tagged)), 5)
+    summary = request_summary(request_table(valid_lines(tagged), ov), 5)
     assert summary["counts"]["answered"] == 10
     assert all(f["count"] == 0 for f in summary["flags"].values())
 
@@ -589,8 +590,9 @@ def test_no_trace_is_skipped_silently_whatever_its_name(
         tr.request(client, server, i, float(i))
     tr.write(directory)
     tagged = _tagged(spark, directory)
-    assert overview(tagged).valid == sum(len(lines) for lines in tr.lines.values()) + 2
-    assert request_summary(request_table(valid_lines(tagged)), 5)["counts"]["answered"] == 5
+    ov = overview(tagged)
+    assert ov.valid == sum(len(lines) for lines in tr.lines.values()) + 2
+    assert request_summary(request_table(valid_lines(tagged), ov), 5)["counts"]["answered"] == 5
     # A file renamed so (or written by something else) is refused, loudly.
     next(directory.glob("client-*")).rename(directory / "_client.jsonl")
     next(directory.glob("server-*")).rename(directory / ".server.jsonl")

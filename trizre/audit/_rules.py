@@ -333,14 +333,15 @@ REQUEST_COLUMNS: Final = (
 """Columns of ``requests.parquet``, in order (docs/audit.md describes them)."""
 
 
-def request_table(lines: DataFrame) -> DataFrame:
+def request_table(lines: DataFrame, ov: Overview) -> DataFrame:
     """One row per request (client, rid), from the valid lines.
 
     A single grouped aggregation: every request line is keyed by its client
     (``node`` on client-side kinds, ``client`` on server-side ones); then
     each row is joined with its client's ``node-start``/``node-stop`` times
-    (a few per node) to tell a request lost by the system from one whose
-    client was killed with it in flight.
+    (a few per node, from pass 1's *ov*: reading them from *lines* again
+    would parse the whole trace once more) to tell a request lost by the
+    system from one whose client was killed with it in flight.
     """
     kinds = (*T.CLIENT_SIDE_KINDS, *T.SERVER_SIDE_KINDS)
     keyed = lines.where(_kind(*kinds) & F.col("rid").isNotNull()).select(
@@ -430,13 +431,9 @@ def request_table(lines: DataFrame) -> DataFrame:
     # and never stopped cleanly before its next start (or the trace's end):
     # killed (kill -9, a crash) with the request in flight.  Its client can
     # no longer be answered; nothing says the system lost it.
-    lifecycle = (
-        lines.where(_kind(T.NODE_START, T.NODE_STOP))
-        .groupBy(F.col("node").alias("client"))
-        .agg(
-            F.collect_list(F.when(_kind(T.NODE_START), F.col("ts"))).alias("starts"),
-            F.collect_list(F.when(_kind(T.NODE_STOP), F.col("ts"))).alias("stops"),
-        )
+    lifecycle = lines.sparkSession.createDataFrame(
+        [(n.node, n.starts, n.stops) for n in ov.nodes.values() if n.starts or n.stops],
+        "client string, starts array<double>, stops array<double>",
     )
     sent_at = last_sent
     next_start = F.array_min(F.filter("starts", lambda x: x > sent_at))
@@ -905,7 +902,7 @@ def _audit(
     if ov.valid == 0:
         return AuditResult(summary, None)
     lines = valid_lines(tagged)
-    built = request_table(lines)
+    built = request_table(lines, ov)
     written: Path | None = None
     if requests_path is not None:
         built.write.mode("overwrite").parquet(requests_path)

@@ -37,9 +37,31 @@ build_agent() {
     echo "$agent_want" >"$agent_stamp"
 }
 
+# The benchmark's zyre worker (benchmarks/zyre_worker.c), likewise. Only
+# `make bench` needs it: if it does not compile, say so and go on (the
+# bench then skips its zyre column, saying why); the tests do not care.
+worker_src="$here/benchmarks/zyre_worker.c"
+build_worker() {
+    local worker_stamp="$cache/.worker-from" worker_want
+    [ -f "$worker_src" ] || return 0
+    worker_want="$(sha256sum "$worker_src" | cut -d' ' -f1)"
+    if [ -f "$worker_stamp" ] && [ "$(cat "$worker_stamp")" = "$worker_want" ] \
+        && [ -x "$cache/bin/zyre_worker" ]; then
+        return 0
+    fi
+    if gcc -O2 -Wall -o "$cache/bin/zyre_worker" "$worker_src" -I"$cache/include" \
+        -L"$cache/lib" -Wl,-rpath,"$cache/lib" -lzyre -lczmq -lzmq; then
+        echo "$worker_want" >"$worker_stamp"
+    else
+        rm -f "$cache/bin/zyre_worker" "$worker_stamp"
+        echo "build-zyre: warning: zyre_worker did not compile; make bench skips zyre" >&2
+    fi
+}
+
 if [ -z "$tarball" ] || [ ! -f "$tarball" ]; then
     if [ -f "$stamp" ] && [ -x "$cache/bin/zpinger" ]; then
         build_agent  # the source is not here, but zyre was built from it before
+        build_worker
         exit 0
     fi
     echo "build-zyre: no zyre source (../shared/vendor/zyre-d8370f7.tar.gz; set ZYRE_TARBALL)" >&2
@@ -48,6 +70,7 @@ fi
 want="$(sha256sum "$tarball" | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$cache/bin/zpinger" ]; then
     build_agent
+    build_worker
     exit 0
 fi
 
@@ -86,4 +109,5 @@ done
 [ -x "$cache/bin/zpinger" ] || { echo "build-zyre: zpinger was not built" >&2; exit 5; }
 echo "$want" >"$stamp"
 build_agent
+build_worker
 echo "build-zyre: done"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import netns
+from tests.interop import zyre_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_zre.py"
@@ -80,15 +81,22 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
     assert data["netns"] is True
     rows = data["rows"]
     assert rows, out
-    # Every scenario measured trizre, and pyre beside it.
-    for impl in ("trizre", "pyre"):
+    # Every scenario measured trizre, and pyre beside it; zyre too where
+    # scripts/build-zyre.sh built its worker (make test builds it).
+    impls = ["trizre", "pyre"]
+    if (zyre_cache() / "bin" / "zyre_worker").is_file():
+        impls.append("zyre")
+    else:
+        assert "zyre skipped" in out
+    for impl in impls:
         assert any(row["values"].get(impl) or row["notes"].get(impl) for row in rows), out
-    assert "| scenario | measure | trizre | pyre |" in out
+    header = "| scenario | measure | trizre | zyre (C) | pyre | raw pyzmq |"
+    assert header in out
     assert "Targets" in out
     # make bench's record: the latest run replaces the last one, nothing else moves.
     text = docs.read_text()
     assert text.startswith("# kept above\n") and text.endswith("## kept below\n")
     assert "stale figures" not in text
     inside = text.split(begin, 1)[1].split(end, 1)[0]
-    assert "| scenario | measure | trizre | pyre |" in inside
+    assert header in inside
     assert "cores, load" in inside and "bench_zre.py --quick" in inside

@@ -651,6 +651,8 @@ main (int argc, char *argv [])
         setrlimit (RLIMIT_NOFILE, &limit);
     }
     zsys_set_max_sockets (0);   //  as many as the descriptor limit allows
+    //  czmq logs to stdout by default, into the middle of our event lines.
+    zsys_set_logstream (stderr);
 
     double t0 = monotonic ();
     for (int i = 0; i < w.nodes; i++) {

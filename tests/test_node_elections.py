@@ -120,6 +120,36 @@ async def test_a_wave_no_one_finishes_is_declared_at_the_election_timeout(
                 assert node.leader(GROUP) == raw.uuid
 
 
+async def test_a_winner_decided_before_its_hello_is_announced_when_it_enters(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Ballots can outrun a HELLO: the Leader event waits for the winner's Enter.
+
+    Found by bench_elections.py: a node heard LEADER for a peer whose HELLO
+    was still on its way, decided, and never reported the leader.
+    """
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=free_udp_port(), **MEMORY) as node:
+            events = node.events()
+            await node.join(GROUP)
+            async with memory_raw_peer(node) as relay, memory_raw_peer(node) as winner:
+                await relay.hello(groups=(GROUP,))
+                await next_event(events, trizre.Join)
+                assert isinstance(await relay.receive(), wire.Hello)
+                # The relay carries the winner's wave to its end, before
+                # the winner has said HELLO to us.
+                body = wire.election_body(GROUP, node_id(winner.uuid))
+                await relay.send(wire.Elect(relay.next_seq(), body))
+                await relay.send(wire.Leader(relay.next_seq(), body))
+                await trio.sleep(1)  # virtual: the node has read both
+                assert node.leader(GROUP) == winner.uuid
+                await winner.hello(groups=(GROUP,))
+                enter = await next_event(events, trizre.Enter)
+                assert enter.peer == winner.uuid
+                event = await next_event(events, trizre.Leader)
+                assert (event.peer, event.group) == (winner.uuid, GROUP)
+
+
 async def test_ballots_that_name_no_node_change_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

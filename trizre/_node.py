@@ -801,6 +801,19 @@ class Node:
             )
         await self._elect(actions)
 
+    async def _announce_leader(self, peer: PeerSession) -> None:
+        """A peer entered that some group elected before we knew it: say so now.
+
+        Ballots travel other links than HELLOs, so a node can hear a wave
+        end, naming a winner, before the winner's own HELLO reaches it.
+        Such a winner's Leader event waits for its Enter instead of being
+        dropped.
+        """
+        elected = node_id(peer.uuid)
+        for group, leader in sorted(self._elections.leaders.items()):
+            if leader == elected and group in self._groups:
+                await self._publish(Leader(peer.uuid, peer.protocol.name, group))
+
     async def _elect(self, actions: Sequence[ElectionAction]) -> None:
         """Send what the elections ask, report what they decided."""
         if actions:
@@ -812,6 +825,8 @@ class Node:
                     await self._publish(Leader(winner, self._name, action.group))
                 elif (found := self._peers.get(winner)) is not None and found.protocol.ready:
                     await self._publish(Leader(winner, found.protocol.name, action.group))
+                # Else the others decided before its HELLO reached us: its
+                # Enter announces it (_announce_leader).
                 continue
             if isinstance(action, SendElect):
                 body = wire.election_body(action.group, action.candidate)
@@ -881,7 +896,8 @@ class Node:
         self, peer: PeerSession, frames: Sequence[bytes], events: Sequence[PeerEvent]
     ) -> None:
         protocol = peer.protocol
-        if events and type(events[0]) is Enter:
+        entered = bool(events) and type(events[0]) is Enter
+        if entered:
             self._settle(peer)
             self._missed_handshakes.pop(peer.uuid, None)
             self._peers_changed.set()  # for wait_for_peer
@@ -897,6 +913,8 @@ class Node:
                 await self._elect(actions)
             elif type(event) is Leave and event.group in self._groups:
                 await self._member_left(event.group, peer)
+        if entered:
+            await self._announce_leader(peer)
         if self._pinging:
             self._pongs.set()
         if protocol.has_queued:

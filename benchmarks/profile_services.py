@@ -32,11 +32,24 @@ import bench_patterns as bench  # the benchmark's own client and workers
 
 TICK = os.sysconf("SC_CLK_TCK")
 
+# The worker under cProfile, timed by CPU rather than the wall clock: a
+# process that shares two cores with five others is often runnable but not
+# running, and wall time would charge that to whatever it was doing.
+_PROFILED_WORKER = """
+import cProfile, runpy, sys, time
+out, sys.argv = sys.argv[1], sys.argv[2:]  # the script and its own arguments
+profiler = cProfile.Profile(time.process_time)
+try:
+    profiler.runcall(runpy.run_path, sys.argv[0], run_name="__main__")
+finally:
+    profiler.dump_stats(out)
+"""
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a running process, from /proc (fields 14 and 15)."""
+
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU of a running process, from /proc (fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def _switches(pid: int) -> int:
@@ -49,9 +62,14 @@ def _switches(pid: int) -> int:
     return total
 
 
-def _self_cpu() -> float:
+def _self_cpu() -> tuple[float, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
+
+
+def _workers_cpu(procs: list[subprocess.Popen[str]]) -> tuple[float, float]:
+    times = [_cpu_seconds(proc.pid) for proc in procs]
+    return sum(user for user, _ in times), sum(system for _, system in times)
 
 
 def run(workers: int, count: int, profile: str | None, out: str, raw: bool) -> dict[str, float]:
@@ -59,7 +77,7 @@ def run(workers: int, count: int, profile: str | None, out: str, raw: bool) -> d
     script = str(bench.HERE)
     procs = []
     for i in range(workers):
-        prefix = ["-m", "cProfile", "-o", out] if profile == "worker" and i == 0 else []
+        prefix = ["-c", _PROFILED_WORKER, out] if profile == "worker" and i == 0 else []
         role = ["--raw-worker"] if raw else ["--worker", f"w{i}", str(port)]
         procs.append(
             subprocess.Popen(
@@ -74,10 +92,10 @@ def run(workers: int, count: int, profile: str | None, out: str, raw: bool) -> d
         said = [proc.stdout.readline().strip() for proc in procs if proc.stdout is not None]
         assert raw or said == ["ready"] * workers
         print("workers:", " ".join(str(p.pid) for p in procs), "client:", os.getpid())
-        workers_cpu0 = sum(_cpu_seconds(p.pid) for p in procs)
+        workers_cpu0 = _workers_cpu(procs)
         switches0 = sum(_switches(p.pid) for p in procs), _switches(os.getpid())
         cpu0, start = _self_cpu(), time.perf_counter()
-        profiler = cProfile.Profile() if profile == "client" else None
+        profiler = cProfile.Profile(time.process_time) if profile == "client" else None
         if profiler is not None:
             profiler.enable()
         # The rate is the benchmark's own measure (wait for the workers excluded).
@@ -89,8 +107,10 @@ def run(workers: int, count: int, profile: str | None, out: str, raw: bool) -> d
             profiler.disable()
             profiler.dump_stats(out)
         elapsed = time.perf_counter() - start
-        client_cpu = _self_cpu() - cpu0
-        workers_cpu = sum(_cpu_seconds(p.pid) for p in procs) - workers_cpu0
+        client_cpu = [after - before for after, before in zip(_self_cpu(), cpu0, strict=True)]
+        workers_cpu = [
+            after - before for after, before in zip(_workers_cpu(procs), workers_cpu0, strict=True)
+        ]
         workers_switches = sum(_switches(p.pid) for p in procs) - switches0[0]
         client_switches = _switches(os.getpid()) - switches0[1]
     finally:
@@ -106,8 +126,10 @@ def run(workers: int, count: int, profile: str | None, out: str, raw: bool) -> d
     return {
         "rate": rate,
         # Per request, over the whole client run (startup included: a few ms).
-        "client_us": client_cpu / count * 1e6,
-        "workers_us": workers_cpu / count * 1e6,
+        "client_us": sum(client_cpu) / count * 1e6,
+        "client_sys_us": client_cpu[1] / count * 1e6,
+        "workers_us": sum(workers_cpu) / count * 1e6,
+        "workers_sys_us": workers_cpu[1] / count * 1e6,
         "elapsed": elapsed,
         "client_switches": client_switches / count,
         "workers_switches": workers_switches / count,
@@ -127,8 +149,10 @@ def main() -> None:
     for _ in range(args.runs):
         r = run(args.workers, args.requests, args.profile, args.out, args.raw)
         print(
-            f"{r['rate']:,.0f} requests/s; CPU per request: client {r['client_us']:.0f} us, "
-            f"workers {r['workers_us']:.0f} us, total {r['client_us'] + r['workers_us']:.0f} us; "
+            f"{r['rate']:,.0f} requests/s; CPU per request: "
+            f"client {r['client_us']:.0f} us ({r['client_sys_us']:.0f} system), "
+            f"workers {r['workers_us']:.0f} us ({r['workers_sys_us']:.0f} system), "
+            f"total {r['client_us'] + r['workers_us']:.0f} us; "
             f"context switches per request: client {r['client_switches']:.2f}, "
             f"workers {r['workers_switches']:.2f}",
             flush=True,

@@ -12,6 +12,7 @@ All on loopback, workers in their own processes, 100-byte requests:
 Each figure is the median (min-max) of REPEAT runs.
 
     python benchmarks/bench_patterns.py [--repeat 3] [--quick] [--failover-only] [--json PATH]
+        [--cases sequential,pipelined-1,pipelined-4]   # these cases only, no Binary Star
 """
 
 from __future__ import annotations
@@ -253,6 +254,11 @@ def main() -> None:
     parser.add_argument(
         "--failover-only", action="store_true", help="only the Binary Star failover runs"
     )
+    parser.add_argument(
+        "--cases",
+        help="comma-separated service cases (sequential, pipelined-1, pipelined-4); "
+        "only these, and no Binary Star runs",
+    )
     args = parser.parse_args()
     if args.worker:
         trio.run(_trizre_worker, args.worker[0], int(args.worker[1]))
@@ -270,19 +276,23 @@ def main() -> None:
     if load > 0.5:
         print(f"warning: load average {load:.2f}; figures will be noisy", file=sys.stderr)
     rows: dict[str, dict[str, list[float]]] = {}
-    cases = [
-        ("sequential, 1 worker", 1, sequential, 1),
-        ("pipelined (100 in flight), 1 worker", 1, pipelined, WINDOW),
-        ("pipelined (100 in flight), 4 workers", 4, pipelined, WINDOW),
-    ]
+    cases = {
+        "sequential": ("sequential, 1 worker", 1, sequential, 1),
+        "pipelined-1": ("pipelined (100 in flight), 1 worker", 1, pipelined, WINDOW),
+        "pipelined-4": ("pipelined (100 in flight), 4 workers", 4, pipelined, WINDOW),
+    }
+    chosen = list(cases.values())
+    if args.cases:
+        chosen = [cases[name] for name in args.cases.split(",")]
     for _ in range(0 if args.failover_only else repeat):
-        for label, workers, count, window in cases:
+        for label, workers, count, window in chosen:
             row = rows.setdefault(label, {"trizre": [], "raw": []})
             row["trizre"].append(trizre_rate(workers, count, window))
             row["raw"].append(raw_rate(workers, count, window))
     outages = {
         setting: [failover_outage(setting) for _ in range(1 if args.quick else 2)]
         for setting in FAILOVER_SETTINGS
+        if not args.cases
     }
 
     print(
@@ -294,6 +304,11 @@ def main() -> None:
     for label, row in rows.items():
         ratio = statistics.median(row["trizre"]) / statistics.median(row["raw"])
         print(f"| {label} | {summary(row['trizre'])} | {summary(row['raw'])} | {ratio:.2f}x |")
+    if args.cases:  # the service cases alone: no Binary Star table
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps({"load": load, "rates": rows}, indent=2))
+        return
     print("\nBinary Star, primary killed with SIGKILL while a client sends a request every 10 ms\n")
     print(
         "| heartbeat | failover after | client attempt | longest wait, s"

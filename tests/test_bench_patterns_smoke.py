@@ -47,3 +47,26 @@ def test_bench_patterns_quick(tmp_path: Path) -> None:
         assert len(runs) == 1
         # Counts, not times: every request sent through the failover was answered.
         assert runs[0]["sent"] > 0 and runs[0]["answered"] == runs[0]["sent"]
+
+
+def test_bench_patterns_runs_only_the_cases_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "patterns.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_patterns.py"),
+            "--quick",
+            "--cases",
+            "pipelined-4",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Binary Star" not in result.stdout
+    rates = json.loads(out.read_text())["rates"]
+    assert set(rates) == {"pipelined (100 in flight), 4 workers"}

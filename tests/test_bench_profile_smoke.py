@@ -39,6 +39,18 @@ def test_profile_flood_reports_both_sides() -> None:
     assert re.search(r"^tx: [\d,]+ msg/s sent, [\d.]+ us CPU a message$", out, re.M), out
 
 
+def test_profile_services_reports_cpu_per_request_on_both_sides() -> None:
+    line = (
+        r"^[\d,]+ requests/s; CPU per request: client \d+ us \(\d+ system\), "
+        r"workers \d+ us \(\d+ system\), total \d+ us; "
+        r"context switches per request: client [\d.]+, workers [\d.]+$"
+    )
+    out = _run("profile_services.py", "--workers", "2", "--requests", "300", "--runs", "1")
+    assert re.search(line, out, re.M), out
+    out = _run("profile_services.py", "--raw", "--workers", "2", "--requests", "300", "--runs", "1")
+    assert re.search(line, out, re.M), out
+
+
 def test_forged_beacons_bench_runs_and_the_real_peer_survives() -> None:
     out = _run("bench_forged_beacons.py", "--quick")
     result = json.loads(out[out.index("{") :])

@@ -129,6 +129,63 @@ async def test_in_flight_requests_are_bounded_by_max_in_flight() -> None:
     assert most == 7
 
 
+async def test_running_handlers_are_bounded_by_max_concurrency() -> None:
+    port = free_udp_port()
+    running = 0
+    most = 0
+
+    async def work(request: IncomingRequest) -> bytes:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await trio.sleep(HANDLER)
+        running -= 1
+        return b"ok"
+
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("w0", beacon_port=port, **FAST) as w0,
+            patterns.open_server(w0, work, service="work", max_concurrency=3) as server,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli, RetryPolicy(5.0, 3)) as client,
+        ):
+            await client.wait_for_service("work")
+            replies = await pipeline(client, 30)
+    assert len(replies) == 30 and most == 3
+    assert server.executed == 30 and server.held == 0
+
+
+async def test_a_stopped_server_forgets_the_requests_it_never_ran() -> None:
+    """Running or still waiting for a handler when the block ends: not finished,
+    so the reply cache must let a retry run them."""
+    port = free_udp_port()
+    cache = patterns.ReplyCache()
+    release = trio.Event()
+
+    async def work(request: IncomingRequest) -> bytes:
+        await release.wait()
+        return b"ok"
+
+    with trio.fail_after(30):
+        async with (
+            trizre.open_node("w0", beacon_port=port, **FAST) as w0,
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli, RetryPolicy(5.0, 1)) as client,
+            trio.open_nursery() as nursery,
+        ):
+            async with patterns.open_server(
+                w0, work, service="work", max_concurrency=1, reply_cache=cache
+            ) as server:
+                await client.wait_for_service("work")
+                for i in range(3):
+                    nursery.start_soon(client.request, "work", b"%d" % i)
+                while server.held < 3:  # noqa: ASYNC110 -- a counter cannot wake us
+                    await trio.sleep(0.01)
+                assert server.executed == 1 and len(cache) == 3
+            assert server.held == 0 and len(cache) == 0
+            nursery.cancel_scope.cancel()
+
+
 def test_max_in_flight_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_in_flight"):
         ReplyRouter(object(), 0)  # type: ignore[arg-type]

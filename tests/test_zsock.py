@@ -284,11 +284,8 @@ async def test_send_some_sends_a_prefix_and_waits_for_room() -> None:
 
 
 @asynccontextmanager
-async def corked_pair(
-    monkeypatch: pytest.MonkeyPatch, hwm: int = 1000
-) -> AsyncIterator[tuple[ZSocket, ZSocket]]:
-    """``a`` corks every send after the first (a gap of 10 s), ``b`` reads."""
-    monkeypatch.setattr(_zsock, "_CORK_GAP", 10.0)
+async def corked_pair(hwm: int = 1000) -> AsyncIterator[tuple[ZSocket, ZSocket]]:
+    """``a`` corks every send after the first of a turn, ``b`` reads."""
     a = ZSocket(_socket(zmq.DEALER, hwm), cork=True)
     b = ZSocket(_socket(zmq.DEALER, hwm))
     try:
@@ -300,11 +297,9 @@ async def corked_pair(
         b.close()
 
 
-async def test_corked_sends_go_out_in_order_when_the_sender_yields(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_corked_sends_go_out_in_order_when_the_sender_yields() -> None:
     with trio.fail_after(5):
-        async with corked_pair(monkeypatch) as (a, b):
+        async with corked_pair() as (a, b):
             for i in range(10):
                 assert a.send_nowait([b"%d" % i])
             # The first went to libzmq at once; the others wait for a yield.
@@ -315,11 +310,40 @@ async def test_corked_sends_go_out_in_order_when_the_sender_yields(
             assert got == [[b"%d" % i] for i in range(1, 10)]
 
 
-async def test_a_waiting_send_goes_after_the_corked_ones(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_each_turn_sends_its_first_message_at_once() -> None:
+    """Isolated sends (a round trip) never wait for the flusher, however close in time."""
     with trio.fail_after(5):
-        async with corked_pair(monkeypatch) as (a, b):
+        async with corked_pair() as (a, b):
+            for i in range(3):
+                assert a.send_nowait([b"%d" % i])
+                assert b.receive_nowait() == [b"%d" % i]
+                await trio.testing.wait_all_tasks_blocked()  # the turn ends
+
+
+async def test_sends_of_many_tasks_in_one_turn_go_out_together() -> None:
+    """Many tasks sending one message each are corked like one task's flood."""
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
+            go = trio.Event()
+
+            async def sender(i: int) -> None:
+                await go.wait()
+                assert a.send_nowait([b"%d" % i])
+
+            async with trio.open_nursery() as nursery:
+                for i in range(5):
+                    nursery.start_soon(sender, i)
+                await trio.testing.wait_all_tasks_blocked()
+                go.set()  # all five run in the same turn
+                await trio.testing.wait_all_tasks_blocked()
+            got = [b.receive_nowait() for _ in range(5)]
+            assert sorted(got) == [[b"%d" % i] for i in range(5)]
+            assert a._cork is not None and not a._cork  # the four held ones went out
+
+
+async def test_a_waiting_send_goes_after_the_corked_ones() -> None:
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
             for i in range(5):
                 assert a.send_nowait([b"%d" % i])
             await a.send([b"last"])  # hands the held ones over first
@@ -327,12 +351,10 @@ async def test_a_waiting_send_goes_after_the_corked_ones(
             assert got == [b"0", b"1", b"2", b"3", b"4", b"last"]
 
 
-async def test_cork_beyond_the_hwm_is_bounded_and_drained(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_cork_beyond_the_hwm_is_bounded_and_drained() -> None:
     """libzmq full: at most _CORK_MAX more are held, then refused; all arrive."""
     with trio.fail_after(10):
-        async with corked_pair(monkeypatch, hwm=5) as (a, b):
+        async with corked_pair(hwm=5) as (a, b):
             accepted = 0
             while a.send_nowait([accepted.to_bytes(4, "big")]):
                 accepted += 1
@@ -347,11 +369,9 @@ async def test_cork_beyond_the_hwm_is_bounded_and_drained(
             assert not a._draining and not a._cork
 
 
-async def test_close_drops_the_cork_and_ends_the_drain(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_close_drops_the_cork_and_ends_the_drain() -> None:
     with trio.fail_after(5):
-        async with corked_pair(monkeypatch, hwm=1) as (a, _b):
+        async with corked_pair(hwm=1) as (a, _b):
             while a.send_nowait([b"x"]):
                 pass
             await trio.testing.wait_all_tasks_blocked()

@@ -21,20 +21,22 @@ the socket only by a call that then returns it, and a send either happens
 Corking: libzmq wakes its I/O thread with a syscall whenever a message lands
 in an empty pipe, and a Python sender is slow enough that the pipe is empty
 before every message.  So on a socket made with ``cork=True`` (the node's
-DEALERs), :meth:`ZSocket.send_nowait` called again within
-``_CORK_GAP`` of the previous send holds the message (at most ``_CORK_MAX``)
-and a per-run flusher task hands the batch to libzmq as soon as the sender
-yields: one wake-up per batch instead of per message.  Isolated sends (a
-round trip) never wait for the flusher.  Corked messages count as sent: they
-go out in order before any later message, or are dropped by ``close`` as
-libzmq's own queue is (LINGER 0).
+DEALERs), the first :meth:`ZSocket.send_nowait` of a turn of the run loop
+goes to libzmq at once, and the socket's later ones in the same turn are
+held (at most ``_CORK_MAX``) until a per-run flusher task, scheduled by
+that first send, hands them over in one batch: the turn ends when the
+tasks running in it have yielded.  One wake-up per turn instead of per
+message, whether one task floods or many tasks send one message each, and
+however long the tasks take between sends.  Isolated sends (a round trip)
+never wait for the flusher.  Corked messages count as sent: they go out in
+order before any later message, or are dropped by ``close`` as libzmq's
+own queue is (LINGER 0).
 """
 
 from __future__ import annotations
 
 import logging
 import resource
-import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, cast, final
@@ -56,9 +58,7 @@ _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
 _backend_send: Final = zmq.backend.Socket.send
-_CORK_GAP: Final = 20e-6  # seconds: a send this soon after the previous one is held
 _CORK_MAX: Final = 64  # held messages per socket; beyond that the sender flushes
-_clock: Final = time.perf_counter
 
 _context: zmq.Context[Any] | None = None
 
@@ -96,9 +96,9 @@ class ZSocket:
     socket is closed (also a task that was waiting when it was closed);
     other ``zmq.ZMQError`` from libzmq propagate unchanged.
 
-    ``cork=True`` lets :meth:`send_nowait` hold back-to-back messages for
-    one hand-over to libzmq when the sender yields (see the module
-    docstring); then up to ``_CORK_MAX`` messages beyond the high water
+    ``cork=True`` lets :meth:`send_nowait` hold the messages after the
+    first of a turn of the run loop for one hand-over to libzmq when the
+    turn ends (see the module docstring); then up to ``_CORK_MAX`` messages beyond the high water
     mark count as sent, and frames are copied into a tuple when held.
     """
 
@@ -106,13 +106,13 @@ class ZSocket:
         "__weakref__",
         "_closed",
         "_cork",
-        "_cork_gap",
+        "_corks",
         "_draining",
         "_fd",
         "_fd_scope",
-        "_last_send",
         "_lot",
         "_router",
+        "_sent_this_turn",
         "_tag_user_id",
         "_want",
         "_zsock",
@@ -139,8 +139,8 @@ class ZSocket:
         self._lot = trio.lowlevel.ParkingLot()
         self._cork: deque[Sequence[bytes]] | None = None  # held by send_nowait
         self._draining = False  # a task waits for room to hand the cork over
-        self._last_send = 0.0
-        self._cork_gap = _CORK_GAP if cork else -1.0  # see "Corking" above
+        self._corks = cork  # see "Corking" above
+        self._sent_this_turn = False  # a send went out at once; the flusher is due
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
 
@@ -272,18 +272,18 @@ class ZSocket:
                 raise ValueError("a zmq message needs at least one frame")
             cork.append(tuple(frames))
             return True
-        now = _clock()
-        if now - self._last_send < self._cork_gap:
+        if self._sent_this_turn:
             if not frames:
                 raise ValueError("a zmq message needs at least one frame")
             if cork is None:
                 cork = self._cork = deque()
-            cork.append(tuple(frames))
-            _flusher().schedule(self)
+            cork.append(tuple(frames))  # the flusher, due already, hands it over
             return True
-        self._last_send = now
         sent = self._send(frames)
         self._after_op()
+        if sent and self._corks:
+            self._sent_this_turn = True
+            _flusher().schedule(self)
         return sent
 
     def _flush_cork(self) -> None:
@@ -295,7 +295,6 @@ class ZSocket:
         while cork and send(cork[0]):
             cork.popleft()
         self._after_op()
-        self._last_send = _clock()
 
     async def _drain(self) -> None:
         """Wait for room until every held message went out (a flusher's helper)."""
@@ -494,6 +493,7 @@ class _Flusher:
                 await self._lot.park()
             dirty, self._dirty = self._dirty, []
             for sock in dirty:
+                sock._sent_this_turn = False  # its next send opens a new turn
                 try:
                     sock._flush_cork()
                 except Exception:

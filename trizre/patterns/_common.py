@@ -157,6 +157,31 @@ class _Pending:
 
 
 @final
+class InFlight:
+    """At most ``total`` requests in flight at once: ``async with`` takes a place.
+
+    Waits only when every place is taken (backpressure on the caller).
+    With room it is no schedule point, only a cancellation point: a
+    request's wait for its reply is its schedule point, and skipping this
+    one lets the requests a burst of replies starts again leave in the
+    same turn of the run loop, back to back.
+    """
+
+    def __init__(self, total: int) -> None:
+        self._limiter = trio.CapacityLimiter(total)
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await self._limiter.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._limiter.release()
+
+
+@final
 class ReplyRouter:
     """Routes replies to the requests waiting for them, by request id.
 
@@ -172,7 +197,7 @@ class ReplyRouter:
             raise ValueError(f"max_in_flight must be a whole number >= 1: {max_in_flight!r}")
         self.node = node
         # Requests a client may have in flight; more wait in request() (backpressure).
-        self.in_flight = trio.CapacityLimiter(max_in_flight)
+        self.in_flight = InFlight(max_in_flight)
         self._pending: dict[int, _Pending] = {}
         self._load: dict[UUID, int] = {}  # requests awaiting a reply, per peer
         self.dropped = 0  # replies dropped as stale, duplicate or foreign

@@ -201,7 +201,13 @@ class Server:
         self._gate = gate
         self._hide_errors = hide_errors
         self._wanted = service or ""
-        self._limiter = trio.CapacityLimiter(max_concurrency)
+        # Held requests wait here for a runner: a pool of tasks, started as
+        # requests need them (up to max_concurrency) and kept, because a task
+        # per request costs more to start and end than a fast handler takes.
+        self._waiting: deque[IncomingRequest] = deque()
+        self._work_ready = trio.lowlevel.ParkingLot()  # idle runners
+        self._runners = 0
+        self._max_concurrency = max_concurrency
         self._capacity = max_concurrency + max_queued
         self._events = node.events()
         # Replies leave through one task that sends all those queued so far
@@ -268,7 +274,7 @@ class Server:
             )
 
     async def _serve(self, nursery: trio.Nursery) -> None:
-        """Read requests for us and start a handler for each (the limiter queues them).
+        """Read requests for us and hand each to a runner (held in order while all are busy).
 
         It never waits for a free handler: a request held here is answered
         ACCEPTED by :meth:`_accept` if it is not answered within
@@ -312,7 +318,13 @@ class Server:
             self._holding.add(key)
             self._unaccepted[key] = (request, trio.current_time() + self._accept_after)
             self._accept_due.unpark()
-            nursery.start_soon(self._run_one, request)
+            self._waiting.append(request)
+            if self._work_ready:
+                self._work_ready.unpark()
+            elif self._runners < self._max_concurrency:
+                self._runners += 1
+                nursery.start_soon(self._runner)
+            # else every runner is busy: the first one free takes it
 
     async def _accept(self) -> None:
         """Say ACCEPTED for each request held ``accept_after`` without a reply.
@@ -352,26 +364,45 @@ class Server:
         self._cache.start(key, trio.current_time())
         return True
 
+    async def _runner(self) -> None:
+        """Run held requests one after another, oldest first; park while there are none."""
+        waiting = self._waiting
+        while True:
+            while not waiting:
+                await self._work_ready.park()
+            await self._run_one(waiting.popleft())
+            # The other tasks' turn before the next request: a handler need not yield.
+            await trio.lowlevel.checkpoint()
+
+    def _drop_waiting(self) -> None:
+        """Forget the requests no runner took (the server is stopping): none ran."""
+        while self._waiting:
+            request = self._waiting.popleft()
+            if self._cache is not None:
+                self._cache.forget(self._cache.key(request))  # a retry must run it
+            key = (request.peer, request.request_id)
+            self._holding.discard(key)
+            self._unaccepted.pop(key, None)
+
     async def _run_one(self, request: IncomingRequest) -> None:
         key = (request.peer, request.request_id)
         cache_key = self._cache.key(request) if self._cache is not None else key
         try:
-            async with self._limiter:
-                self.executed += 1
-                self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
-                try:
-                    frames = _as_frames(await self._handler(request))
-                    reply = proto.Reply(request.request_id, proto.Status.OK, frames)
-                except ReplyWith as answer:
-                    reply = proto.Reply(request.request_id, answer.status, answer.frames)
-                except Exception as exc:
-                    log.error(
-                        "handler failed on request %#x from %s",
-                        request.request_id,
-                        request.name or request.peer,
-                        exc_info=exc,
-                    )
-                    reply = proto.Reply(request.request_id, proto.Status.ERROR, self._error(exc))
+            self.executed += 1
+            self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
+            try:
+                frames = _as_frames(await self._handler(request))
+                reply = proto.Reply(request.request_id, proto.Status.OK, frames)
+            except ReplyWith as answer:
+                reply = proto.Reply(request.request_id, answer.status, answer.frames)
+            except Exception as exc:
+                log.error(
+                    "handler failed on request %#x from %s",
+                    request.request_id,
+                    request.name or request.peer,
+                    exc_info=exc,
+                )
+                reply = proto.Reply(request.request_id, proto.Status.ERROR, self._error(exc))
             if self._cache is not None:
                 self._cache.finish(cache_key, reply, trio.current_time())
             self._queue(request, reply)
@@ -522,6 +553,7 @@ async def open_server(
             finally:
                 server._events.close()
                 nursery.cancel_scope.cancel()
+                server._drop_waiting()
                 if service is not None:
                     with trio.CancelScope(shield=True):
                         await _leave(node, service)

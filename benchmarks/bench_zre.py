@@ -6,8 +6,8 @@ printed as one Markdown table: median (min-max) over ``--repeat`` runs, with
 the ratios trizre/zyre, trizre/pyre and trizre/raw and the targets beside
 them.  zyre runs as ``benchmarks/zyre_worker.c`` (our driver against
 libzyre, built by ``scripts/build-zyre.sh`` with zyre from
-``../shared/vendor``); where it is not built, its column is skipped, saying
-why.
+``../shared/vendor``); where it is not built, or was built from another
+``zyre_worker.c`` than this checkout's, its column is skipped, saying why.
 
 Network safety (shared/DESIGN.md section 3): pyre beacons on the first
 non-loopback interface and zyre on the one it is given, so every process runs
@@ -49,6 +49,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import datetime
+import hashlib
 import itertools
 import json
 import os
@@ -73,7 +74,8 @@ from tests.interop import zyre_cache  # noqa: E402
 from tests.netns import Agent, Namespace  # noqa: E402
 
 WORKER = Path(__file__).resolve().with_name("zre_worker.py")
-ZYRE_WORKER = zyre_cache() / "bin" / "zyre_worker"  # benchmarks/zyre_worker.c, built
+ZYRE_WORKER_SOURCE = WORKER.with_name("zyre_worker.c")
+ZYRE_WORKER = zyre_cache() / "bin" / "zyre_worker"  # built from ZYRE_WORKER_SOURCE
 SCENARIOS = ("discovery", "pingpong", "flood", "burst", "fanout", "death", "footprint")
 ZRE = ("trizre", "pyre")
 GROUP = "bench"
@@ -117,6 +119,30 @@ QUICK = Sizes(
     settle=0.2,
     idle_window=0.5,
 )
+
+
+def zyre_worker_unavailable() -> str | None:
+    """None when zyre's worker is built from this checkout's source; else why not.
+
+    scripts/build-zyre.sh writes the source's SHA-256 beside the binary
+    (``.worker-from``).  The cache is per machine, shared by every checkout:
+    a binary built from another ``zyre_worker.c`` is not measured.
+    """
+    if not (ZYRE_WORKER.is_file() and os.access(ZYRE_WORKER, os.X_OK)):
+        return (
+            f"{ZYRE_WORKER} is not built (scripts/build-zyre.sh builds it with zyre; "
+            "see its warnings)"
+        )
+    try:
+        built_from = (ZYRE_WORKER.parents[1] / ".worker-from").read_text().strip()
+    except OSError:
+        built_from = ""
+    if built_from != hashlib.sha256(ZYRE_WORKER_SOURCE.read_bytes()).hexdigest():
+        return (
+            f"{ZYRE_WORKER} was built from another {ZYRE_WORKER_SOURCE.name} than this "
+            "checkout's (run scripts/build-zyre.sh)"
+        )
+    return None
 
 
 # ------------------------------------------------------------------ results
@@ -231,13 +257,11 @@ class Bench:
         self._ports = itertools.count(base)
         self.impls: tuple[str, ...] = ZRE if site.netns else ("trizre",)
         if site.netns:
-            if ZYRE_WORKER.is_file():
+            if (why := zyre_worker_unavailable()) is None:
                 self.impls += ("zyre",)
             else:
-                results.notes.append(
-                    f"zyre skipped: {ZYRE_WORKER} is not built (scripts/build-zyre.sh builds "
-                    "it with zyre; see its warnings)"
-                )
+                print(f"warning: zyre skipped: {why}", file=sys.stderr)
+                results.notes.append(f"zyre skipped: {why}")
         self.footprint_largest: int | None = None
 
     def spawn(
@@ -903,7 +927,7 @@ def main() -> int:
     parser.add_argument(
         "--loopback",
         action="store_true",
-        help="no namespaces: trizre and raw pyzmq on loopback, no pyre (the fallback)",
+        help="no namespaces: trizre and raw pyzmq on loopback, no pyre or zyre (the fallback)",
     )
     args = parser.parse_args()
     sizes = QUICK if args.quick else DEFAULT
@@ -922,11 +946,11 @@ def main() -> int:
     reason = "--loopback given" if args.loopback else netns.netns_available()
     if reason is not None:
         print(
-            f"warning: no network namespaces ({reason}): pyre is skipped, trizre and raw "
+            f"warning: no network namespaces ({reason}): pyre and zyre are skipped, trizre and raw "
             "pyzmq run on loopback",
             file=sys.stderr,
         )
-        results.notes.append(f"no network namespaces ({reason}): loopback only, no pyre")
+        results.notes.append(f"no network namespaces ({reason}): loopback only, no pyre or zyre")
         context: contextlib.AbstractContextManager[Any] = contextlib.nullcontext(None)
     else:
         context = netns.open_netns_pair()

@@ -24,24 +24,29 @@
              accepted and ignored)
 
     zyre beacons on a real interface, so this program refuses to start
-    unless it runs where tests/interop's ensure_in_test_namespace would
-    let pyre run: a network namespace other than PID 1's and
-    $TRIZRE_OUTER_NETNS, every IPv4 address loopback or in 10.231.0.0/16,
-    every IPv6 address loopback or link-local, and --interface naming one
-    of its interfaces other than lo.
+    (exit 3, the reason on stderr) unless it runs inside a namespace the
+    benchmark made, on the veth end the benchmark gave it, and where
+    tests/interop's ensure_in_test_namespace would let pyre run: see
+    "safety" below.
 */
 
 #define ZYRE_BUILD_DRAFT_API 1
 #include <zyre.h>
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <ifaddrs.h>
+#include <limits.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,59 +117,170 @@ lower_hex (const char *uuid, char out [33])
 }
 
 //  -------------------------------------------------------------- safety
+//
+//  zyre broadcasts its beacons on the interface it is given, so before any
+//  node exists every one of these must hold, or we refuse to start:
+//
+//  1.  our network namespace is one tests/netns.py made (a /run/netns
+//      entry named trizre-* is this very namespace), and neither PID 1's
+//      nor the harness's own ($TRIZRE_OUTER_NETNS; required when PID 1's
+//      cannot be read, as for root without CAP_SYS_PTRACE);
+//  2.  --interface names a veth end as tests/netns.py names them, tz<N>a
+//      or tz<N>b, that exists here, is a veth, and has an IPv4 address in
+//      the test network 10.231.0.0/16;
+//  3.  every address of every interface here is loopback or in
+//      10.231.0.0/16 (IPv4), loopback or link-local (IPv6), as
+//      tests/interop's ensure_in_test_namespace asks of pyre.
+//
+//  Nothing here sends a packet: ethtool's ioctl needs a socket, but only
+//  as a handle on the kernel.
+
+#define NETNS_DIR    "/run/netns"
+#define NETNS_PREFIX "trizre-"  //  tests/netns.py's PREFIX
 
 static int
-refuse (const char *why)
+refuse (const char *why, const char *what)
 {
-    fprintf (stderr, "zyre_worker: refusing to start: %s\n", why);
+    fprintf (stderr, "zyre_worker: refusing to start: %s%s%s\n",
+             why, what ? ": " : "", what ? what : "");
     return 0;
 }
 
 static int
-in_test_namespace (const char *interface)
+in_test_subnet (uint32_t ip)
+{
+    return (ip & 0xFFFF0000) == TEST_NETWORK;
+}
+
+//  1.  The namespace.
+static int
+namespace_is_ours (void)
 {
     char own [64] = "", first [64] = "";
     ssize_t n = readlink ("/proc/self/ns/net", own, sizeof own - 1);
-    if (n <= 0)
-        return refuse ("cannot read /proc/self/ns/net");
+    struct stat self_ns;
+    if (n <= 0 || stat ("/proc/self/ns/net", &self_ns))
+        return refuse ("cannot read /proc/self/ns/net", NULL);
     own [n] = 0;
+
+    const char *outer = getenv ("TRIZRE_OUTER_NETNS");
+    if (outer && streq (own, outer))
+        return refuse ("this is the harness's own network namespace", own);
     n = readlink ("/proc/1/ns/net", first, sizeof first - 1);
     if (n > 0) {
         first [n] = 0;
         if (streq (own, first))
-            return refuse ("this is the machine's own network namespace");
+            return refuse ("this is the machine's own network namespace", own);
     }
-    const char *outer = getenv ("TRIZRE_OUTER_NETNS");
-    if (outer && streq (own, outer))
-        return refuse ("this is the harness's own network namespace");
-    if (!interface || streq (interface, "lo"))
-        return refuse ("--interface must name the namespace's veth, not lo");
+    else
+    if (!outer || !*outer)
+        return refuse ("PID 1's network namespace cannot be read here, and "
+                       "TRIZRE_OUTER_NETNS (the harness's) is not set", NULL);
 
+    //  Positively one of the benchmark's: ip netns add mounts each
+    //  namespace at /run/netns/NAME, and tests/netns.py names them trizre-*.
+    DIR *dir = opendir (NETNS_DIR);
+    if (!dir)
+        return refuse ("no " NETNS_DIR ": not started with `ip netns exec`", NULL);
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir (dir))) {
+        if (strncmp (entry->d_name, NETNS_PREFIX, strlen (NETNS_PREFIX)))
+            continue;
+        char path [PATH_MAX];
+        struct stat named;
+        snprintf (path, sizeof path, NETNS_DIR "/%s", entry->d_name);
+        if (stat (path, &named) == 0
+        &&  named.st_dev == self_ns.st_dev && named.st_ino == self_ns.st_ino)
+            found = 1;
+    }
+    closedir (dir);
+    if (!found)
+        return refuse ("this network namespace is none of the benchmark's "
+                       "(" NETNS_DIR "/" NETNS_PREFIX "*)", own);
+    return 1;
+}
+
+//  2.  The interface: tz<N>a or tz<N>b, N of 1 to 3 digits.
+static int
+veth_name (const char *name)
+{
+    size_t digits = strspn (name + 2, "0123456789");
+    return strncmp (name, "tz", 2) == 0 && digits >= 1 && digits <= 3
+        && (name [2 + digits] == 'a' || name [2 + digits] == 'b')
+        && name [3 + digits] == 0;
+}
+
+static int
+is_veth (const char *interface)
+{
+    int handle = socket (AF_INET, SOCK_DGRAM, 0);
+    if (handle < 0)
+        return 0;
+    struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+    struct ifreq request;
+    memset (&request, 0, sizeof request);
+    snprintf (request.ifr_name, sizeof request.ifr_name, "%s", interface);
+    request.ifr_data = (char *) &info;
+    int ok = ioctl (handle, SIOCETHTOOL, &request) == 0 && streq (info.driver, "veth");
+    close (handle);
+    return ok;
+}
+
+static int
+interface_is_ours (const char *interface)
+{
+    if (!interface)
+        return refuse ("--interface is required (the namespace's veth end)", NULL);
+    if (!veth_name (interface))
+        return refuse ("--interface must be a veth end the benchmark made "
+                       "(tz<N>a or tz<N>b)", interface);
+    if (!if_nametoindex (interface))
+        return refuse ("--interface names no interface of this namespace", interface);
+    if (!is_veth (interface))
+        return refuse ("--interface is not a veth", interface);
+    return 1;
+}
+
+//  3.  Every address here; and the veth's own IPv4 address.
+static int
+addresses_are_ours (const char *interface)
+{
     struct ifaddrs *addresses;
     if (getifaddrs (&addresses))
-        return refuse ("getifaddrs failed");
-    int ok = 1, named = 0;
+        return refuse ("getifaddrs failed", NULL);
+    int ok = 1, veth_address = 0;
     for (struct ifaddrs *a = addresses; a && ok; a = a->ifa_next) {
-        if (streq (a->ifa_name, interface))
-            named = 1;
         if (!a->ifa_addr)
             continue;
         if (a->ifa_addr->sa_family == AF_INET) {
             uint32_t ip = ntohl (((struct sockaddr_in *) a->ifa_addr)->sin_addr.s_addr);
-            if ((ip >> 24) != 127 && (ip & 0xFFFF0000) != TEST_NETWORK)
-                ok = refuse ("an IPv4 address outside 127/8 and 10.231/16");
+            if ((ip >> 24) != 127 && !in_test_subnet (ip))
+                ok = refuse ("an interface has an IPv4 address outside 127/8 and 10.231/16",
+                             a->ifa_name);
+            if (streq (a->ifa_name, interface) && in_test_subnet (ip))
+                veth_address = 1;
         }
         else
         if (a->ifa_addr->sa_family == AF_INET6) {
             struct in6_addr *ip = &((struct sockaddr_in6 *) a->ifa_addr)->sin6_addr;
             if (!IN6_IS_ADDR_LOOPBACK (ip) && !IN6_IS_ADDR_LINKLOCAL (ip))
-                ok = refuse ("an IPv6 address neither loopback nor link-local");
+                ok = refuse ("an interface has an IPv6 address neither loopback nor link-local",
+                             a->ifa_name);
         }
     }
     freeifaddrs (addresses);
-    if (ok && !named)
-        return refuse ("--interface names no interface of this namespace");
+    if (ok && !veth_address)
+        return refuse ("--interface has no IPv4 address in 10.231/16", interface);
     return ok;
+}
+
+static int
+in_test_namespace (const char *interface)
+{
+    return namespace_is_ours ()
+        && interface_is_ours (interface)
+        && addresses_are_ours (interface);
 }
 
 //  ----------------------------------------------------- what we track
@@ -594,6 +710,31 @@ read_commands (worker_t *w, char *buffer, size_t *used, size_t size)
 
 //  ------------------------------------------------------------- main
 
+//  A started node beaconing on interface, never on zyre's own choice of
+//  interface (which would be the machine's first one that broadcasts).
+static zyre_t *
+start_node (const char *name, const char *interface, int port,
+            double evasive, double expired)
+{
+    if (!interface || !*interface) {
+        refuse ("no interface to beacon on", name);
+        return NULL;
+    }
+    zyre_t *node = zyre_new (name);
+    if (!node)
+        return NULL;
+    zyre_set_port (node, port);
+    zyre_set_interface (node, interface);
+    zyre_set_evasive_timeout (node, (int) (evasive * 1000));
+    zyre_set_expired_timeout (node, (int) (expired * 1000));
+    if (zyre_start (node)) {
+        fprintf (stderr, "zyre_worker: zyre_start failed for %s\n", name);
+        zyre_destroy (&node);
+    }
+    return node;
+}
+
+
 int
 main (int argc, char *argv [])
 {
@@ -651,6 +792,7 @@ main (int argc, char *argv [])
         setrlimit (RLIMIT_NOFILE, &limit);
     }
     zsys_set_max_sockets (0);   //  as many as the descriptor limit allows
+    zsys_set_ipv6 (0);          //  IPv4 broadcast on the veth, whatever $ZSYS_IPV6 says
     //  czmq logs to stdout by default, into the middle of our event lines.
     zsys_set_logstream (stderr);
 
@@ -662,15 +804,9 @@ main (int argc, char *argv [])
         else
             snprintf (node_name, sizeof node_name, "%s%d", name, i);
         local_t *local = &w.locals [i];
-        local->node = zyre_new (node_name);
-        zyre_set_port (local->node, port);
-        zyre_set_interface (local->node, interface);
-        zyre_set_evasive_timeout (local->node, (int) (evasive * 1000));
-        zyre_set_expired_timeout (local->node, (int) (expired * 1000));
-        if (zyre_start (local->node)) {
-            fprintf (stderr, "zyre_worker: zyre_start failed for %s\n", node_name);
+        local->node = start_node (node_name, interface, port, evasive, expired);
+        if (!local->node)
             return 4;
-        }
         if (group)
             zyre_join (local->node, group);
         local->socket = zsock_resolve (zyre_socket (local->node));

@@ -607,6 +607,17 @@ def test_no_trace_is_skipped_silently_whatever_its_name(
 # Java and the command
 
 
+def test_a_local_session_is_tuned_for_one_machine(spark: SparkSession) -> None:
+    """Uncompressed shuffle files and the parallel collector (docs/benchmarks.md)."""
+    for key, value in cli.LOCAL_CONFIG.items():
+        assert spark.conf.get(key) == value
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    collectors = {str(bean.getName()) for bean in beans}
+    assert "PS Scavenge" in collectors, collectors  # -XX:+UseParallelGC's young collector
+
+
 def test_parse_java_version() -> None:
     assert _java.parse_java_version('openjdk version "17.0.15" 2025-04-15') == ("17.0.15", 17)
     assert _java.parse_java_version('openjdk version "21" 2023-09-19') == ("21", 21)

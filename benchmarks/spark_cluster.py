@@ -38,12 +38,14 @@ def _free_port() -> int:
 
 
 def _alive_workers(ui_port: int) -> int:
+    """Workers the master's web UI counts; 0 while it cannot say (not up, or
+    answering with an empty or partial page as it starts)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as page:
             state = json.load(page)
-    except OSError:
+    except (OSError, ValueError):
         return 0
-    return int(state.get("aliveworkers", 0))
+    return int(state.get("aliveworkers", 0)) if isinstance(state, dict) else 0
 
 
 @contextlib.contextmanager

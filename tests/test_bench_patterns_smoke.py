@@ -14,22 +14,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_bench_patterns_quick(tmp_path: Path) -> None:
-    out = tmp_path / "patterns.json"
+def _bench_patterns(*args: str) -> subprocess.CompletedProcess[str]:
+    """``bench_patterns.py --quick`` with *args*, which must succeed."""
     result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_patterns.py"),
-            "--quick",
-            "--json",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / "bench_patterns.py"), "--quick", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_bench_patterns_quick(tmp_path: Path) -> None:
+    out = tmp_path / "patterns.json"
+    result = _bench_patterns("--json", str(out))
     assert "pipelined (100 in flight), 4 workers" in result.stdout
     assert "| 0.25 s | 0.5 s | 0.75 s |" in result.stdout
     data = json.loads(out.read_text())
@@ -51,22 +51,7 @@ def test_bench_patterns_quick(tmp_path: Path) -> None:
 
 def test_bench_patterns_runs_only_the_cases_asked_for(tmp_path: Path) -> None:
     out = tmp_path / "patterns.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_patterns.py"),
-            "--quick",
-            "--cases",
-            "pipelined-4",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = _bench_patterns("--cases", "pipelined-4", "--json", str(out))
     assert "Binary Star" not in result.stdout
     rates = json.loads(out.read_text())["rates"]
     assert set(rates) == {"pipelined (100 in flight), 4 workers"}

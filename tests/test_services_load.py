@@ -104,18 +104,24 @@ async def test_a_full_queue_refuses_and_the_client_goes_elsewhere() -> None:
     assert s0.held == s1.held == 0
 
 
+class Concurrency:
+    """A handler taking HANDLER seconds that records how many ran at once at most."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most = 0
+
+    async def __call__(self, request: IncomingRequest) -> bytes:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await trio.sleep(HANDLER)
+        self.running -= 1
+        return b"ok"
+
+
 async def test_in_flight_requests_are_bounded_by_max_in_flight() -> None:
     port = free_udp_port()
-    running = 0
-    most = 0
-
-    async def work(request: IncomingRequest) -> bytes:
-        nonlocal running, most
-        running += 1
-        most = max(most, running)
-        await trio.sleep(HANDLER)
-        running -= 1
-        return b"ok"
+    work = Concurrency()
 
     with trio.fail_after(60):
         async with (
@@ -126,21 +132,12 @@ async def test_in_flight_requests_are_bounded_by_max_in_flight() -> None:
         ):
             await client.wait_for_service("work")
             await pipeline(client, 50)
-    assert most == 7
+    assert work.most == 7
 
 
 async def test_running_handlers_are_bounded_by_max_concurrency() -> None:
     port = free_udp_port()
-    running = 0
-    most = 0
-
-    async def work(request: IncomingRequest) -> bytes:
-        nonlocal running, most
-        running += 1
-        most = max(most, running)
-        await trio.sleep(HANDLER)
-        running -= 1
-        return b"ok"
+    work = Concurrency()
 
     with trio.fail_after(60):
         async with (
@@ -151,7 +148,7 @@ async def test_running_handlers_are_bounded_by_max_concurrency() -> None:
         ):
             await client.wait_for_service("work")
             replies = await pipeline(client, 30)
-    assert len(replies) == 30 and most == 3
+    assert len(replies) == 30 and work.most == 3
     assert server.executed == 30 and server.held == 0
 
 

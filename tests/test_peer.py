@@ -428,6 +428,23 @@ def test_presence_timeline_on_exact_times() -> None:
     assert peer.ended is ExitReason.EXPIRED
 
 
+def test_beacons_keep_a_peer_present_but_not_a_link_that_stays_silent() -> None:
+    """beacons_refresh: PINGs from 30 s of silence over the link; dropped at 60 s, saying why."""
+    peer = entered()
+    peer.sent_queued()
+    for second in range(1, 60):
+        peer.beacon_heard(float(second))
+        assert peer.poll(float(second)) == []  # never Evasive: its beacons arrive
+        if second < 30:
+            assert peer.queued() is None
+    assert wire.decode(peer.queued() or []) == wire.Ping(2)  # sent at 30 s
+    assert peer.ended is None
+    peer.beacon_heard(60.0)
+    assert peer.poll(60.0) == []
+    assert peer.ended is ExitReason.EXPIRED
+    assert peer.detail == "nothing over its link for 60.0 s, though its beacons arrive"
+
+
 def test_traffic_makes_a_silent_peer_alive_again() -> None:
     peer = entered()
     peer.poll(5.0)

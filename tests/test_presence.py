@@ -250,6 +250,16 @@ quarters = st.integers(0, 200).map(lambda n: n / 4)
 operations = st.lists(st.tuples(quarters, st.booleans()), max_size=40)
 
 
+def _sleep_until_deadline(p: Presence, now: float) -> float:
+    """The node's sleep: nothing is due from ``now`` until ``deadline()``, which is returned."""
+    d = p.deadline()
+    assert d >= now
+    if d > now:
+        assert p.poll(just_before(d)) is None
+        assert p.poll(now) is None
+    return d
+
+
 @DETERMINISTIC
 @given(
     start=st.integers(0, 10_000).map(lambda n: n / 4),
@@ -275,12 +285,7 @@ def test_following_deadline_never_misses_an_action(
     for advance, heard in ops:
         target = now + advance
         while p.deadline() <= target:
-            d = p.deadline()
-            assert d >= now
-            if d > now:
-                assert p.poll(just_before(d)) is None
-                assert p.poll(now) is None
-            now = d
+            now = _sleep_until_deadline(p, now)
             action = p.poll(now)
             assert action is not None, "deadline() promised an action"
             seen.append((now, action))
@@ -328,3 +333,106 @@ def test_deadline_progresses_with_exact_floats() -> None:
     """The same loop as the two tests above, with exactly representable times."""
     _follow_like_the_node(Presence(1012.0, evasive=5.0, expired=30.0))
     _follow_like_the_node(Presence(0.75, evasive=0.125, expired=1.0))
+
+
+# ------------------------------------------- beacons and the link's own clock
+
+
+def _follow(p: Presence, until: float, beacon_every: float | None) -> list[tuple[float, A]]:
+    """Honour every deadline up to ``until``, a beacon arriving every ``beacon_every`` s."""
+    seen: list[tuple[float, A]] = []
+    now = p.last_heard
+    next_beacon = math.inf if beacon_every is None else now + beacon_every
+    while now < until:
+        step = min(p.deadline(), next_beacon, until)
+        assert p.poll(just_before(step)) is None or step == now
+        now = step
+        while (action := p.poll(now)) is not None:
+            seen.append((now, action))
+            if action is A.EXPIRED:
+                return seen
+        if beacon_every is not None and now == next_beacon:
+            p.beacon(now)
+            next_beacon = now + beacon_every
+    return seen
+
+
+def test_beacons_keep_it_alive_but_its_silent_link_is_pinged_then_expires() -> None:
+    """beacons_refresh: a deaf link is PINGed after ``expired`` and dropped after twice that."""
+    p = Presence(0.0, 5.0, 30.0)
+    seen = _follow(p, 100.0, beacon_every=1.0)
+    assert seen == [
+        (30.0, A.PING),
+        (35.0, A.PING),
+        (40.0, A.PING),
+        (45.0, A.PING),
+        (50.0, A.PING),
+        (55.0, A.PING),
+        (60.0, A.EXPIRED),
+    ]
+    assert p.liveness is Liveness.ALIVE  # never reported evasive: its beacons came
+    assert p.link_only(60.0)
+
+
+def test_traffic_over_the_link_restarts_the_link_clock() -> None:
+    p = Presence(0.0, 5.0, 30.0)
+    assert _follow(p, 32.0, beacon_every=1.0) == [(30.0, A.PING)]
+    p.heard(32.0)  # its PING-OK
+    assert p.deadline() == 37.0  # the usual evasive step, beacons or not
+    seen = _follow(p, 200.0, beacon_every=1.0)
+    assert seen[0] == (62.0, A.PING)
+    assert seen[-1] == (92.0, A.EXPIRED)
+
+
+def test_an_ordinary_expiry_is_not_the_links_alone() -> None:
+    p = Presence(0.0, 5.0, 30.0)
+    assert _follow(p, 100.0, beacon_every=None)[-1] == (30.0, A.EXPIRED)
+    assert not p.link_only(30.0)
+    # Beacons that stop: it expires when the first of the two clocks runs out.
+    p = Presence(0.0, 5.0, 30.0)
+    seen = _follow(p, 20.0, beacon_every=1.0)
+    assert seen == []
+    seen = _follow(p, 100.0, beacon_every=None)
+    assert seen[-1] == (50.0, A.EXPIRED)  # 30 s after its last beacon, at 20
+    assert not p.link_only(50.0)
+
+
+kinds = st.sampled_from(["nothing", "heard", "beacon"])
+
+
+@DETERMINISTIC
+@given(
+    start=st.integers(0, 10_000).map(lambda n: n / 4),
+    evasive=st.integers(1, 40).map(lambda n: n / 4),
+    expired=st.integers(1, 160).map(lambda n: n / 4),
+    ops=st.lists(st.tuples(quarters, kinds), max_size=60),
+)
+def test_with_beacons_expiry_is_exactly_when_a_clock_runs_out(
+    start: float, evasive: float, expired: float, ops: list[tuple[float, str]]
+) -> None:
+    """Nothing is due before ``deadline()``, something is at it, and EXPIRED comes
+    exactly when ``expired`` passed without traffic or beacon, or twice that
+    without traffic over the link."""
+    p = Presence(start, evasive, expired)
+    now = last_any = last_link = start
+    for advance, kind in ops:
+        target = now + advance
+        while p.deadline() <= target:
+            now = _sleep_until_deadline(p, now)
+            action = p.poll(now)
+            assert action is not None, "deadline() promised an action"
+            due = now >= last_any + expired or now >= last_link + 2 * expired
+            assert (action is A.EXPIRED) is due
+            if due:
+                assert p.link_only(now) is (now < last_any + expired)
+                return
+            while (more := p.poll(now)) is not None:
+                assert more is not A.EXPIRED
+        now = target
+        assert now < last_any + expired and now < last_link + 2 * expired
+        if kind == "heard":
+            p.heard(now)
+            last_any = last_link = now
+        elif kind == "beacon":
+            p.beacon(now)
+            last_any = now

@@ -1019,7 +1019,7 @@ class Node:
                 for event in events:
                     await self._publish_from(peer, event)
                 if protocol.ended is not None:
-                    await self._remove_peer(peer, protocol.ended)
+                    await self._remove_peer(peer, protocol.ended, protocol.detail)
                 else:
                     deadline = min(deadline, protocol.deadline())
             with trio.move_on_at(deadline) as self._presence_sleep:
@@ -1058,7 +1058,7 @@ class Node:
         if key in quiet:
             refresh = quiet[key]
             if refresh is not None and refresh.protocol.ready:
-                refresh.protocol.heard(trio.current_time())
+                refresh.protocol.beacon_heard(trio.current_time())
             return
         if self._stopped:
             return
@@ -1085,7 +1085,7 @@ class Node:
             quiet[key] = peer if refreshed else None
             peer.beacon_key = key
         if refreshed and peer.protocol.ready:
-            peer.protocol.heard(trio.current_time())
+            peer.protocol.beacon_heard(trio.current_time())
 
     def _speaks(self, beacon: wire.Beacon, address: str) -> bool:
         """Whether a beacon announces a node we can talk to; logs (rarely) why not.
@@ -1402,7 +1402,10 @@ async def open_node(
             near your largest message.
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
-            the link works.  On, an idle mesh sends no PINGs at all.
+            the link works.  On, a peer is PINGed only after
+            ``expired_timeout`` with nothing over its link, and removed
+            after twice that even while its beacons arrive (a deaf link
+            must end; see ``docs/node.md``, Presence).
         local_links: talk to peers in this same Trio run (other nodes
             opened here) over in-memory links instead of TCP: the same ZRE
             messages, sequence numbers and backpressure (``send_hwm``), but

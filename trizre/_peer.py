@@ -425,8 +425,12 @@ class PeerProtocol:
     # ------------------------------------------------------------ presence
 
     def heard(self, now: float) -> None:
-        """The peer proved alive at ``now`` by other means (a beacon, a local link)."""
+        """The peer and our link to it proved alive at ``now`` by other means (a local link)."""
         self.presence.heard(now)
+
+    def beacon_heard(self, now: float) -> None:
+        """A beacon proved the peer alive at ``now`` (``beacons_refresh``), not our link to it."""
+        self.presence.beacon(now)
 
     @property
     def responsive(self) -> bool:
@@ -454,7 +458,12 @@ class PeerProtocol:
         events: list[Published] = []
         while (action := self.presence.poll(now)) is not None:
             if action is PresenceAction.EXPIRED:
-                self._end(ExitReason.EXPIRED)
+                if self.presence.link_only(now):
+                    silent = now - self.presence.last_link
+                    detail = f"nothing over its link for {silent:.1f} s, though its beacons arrive"
+                    self._end(ExitReason.EXPIRED, detail)
+                else:
+                    self._end(ExitReason.EXPIRED)
                 break
             self.queue(wire.Ping(0, version=self.version))
             if self.ready and action is PresenceAction.EVASIVE:

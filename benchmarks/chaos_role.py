@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import random
 import signal
@@ -337,6 +338,8 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=4, help="clients: requests at once")
     parser.add_argument("--drain", type=float, default=60.0, help="titanic client: seconds")
     args = parser.parse_args()
+    # trizre's warnings and notes go to logs/<name>.<life>.log: a finding's evidence.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.role.startswith("client-"):
         trio.run(run_client, args)
     else:

@@ -17,6 +17,7 @@ loopback, deterministically.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,9 @@ def _exits(trace_dir: Path, node: trizre.Node) -> list[str]:
 
 @pytest.mark.parametrize("beacons_refresh", [False, True])
 async def test_a_peer_whose_link_went_deaf_is_relinked(
-    beacons_refresh: bool, tmp_path: Path
+    beacons_refresh: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="trizre.node")
     port = free_udp_port()
     options = {
         "beacon_port": port,
@@ -82,3 +84,8 @@ async def test_a_peer_whose_link_went_deaf_is_relinked(
             await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"heard again",))
     # b dropped a for its silence over TCP, not for a protocol error.
     assert _exits(tmp_path, b)[0] == "expired"
+    # Only a deaf link whose peer's beacons arrive is worth a warning.
+    warned = [
+        r.getMessage() for r in caplog.records if "though its beacons arrive" in r.getMessage()
+    ]
+    assert len(warned) == int(beacons_refresh), warned

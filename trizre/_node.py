@@ -1019,6 +1019,15 @@ class Node:
                 for event in events:
                     await self._publish_from(peer, event)
                 if protocol.ended is not None:
+                    if protocol.ended is ExitReason.EXPIRED and protocol.detail:
+                        # Its beacons arrive but its link is deaf: worth an
+                        # operator's eye (libzmq dropped what it carried).
+                        log.warning(
+                            "peer %s (%s) removed: %s; linking again at its next beacon",
+                            peer.uuid,
+                            protocol.name,
+                            protocol.detail,
+                        )
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
                 else:
                     deadline = min(deadline, protocol.deadline())

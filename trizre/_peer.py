@@ -36,7 +36,10 @@ The rules it enforces, all of them from 36/ZRE unless noted:
 * Presence: in-sequence traffic proves the peer alive; :meth:`poll` turns
   silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
   events and, at ``expired``, :attr:`ExitReason.EXPIRED`
-  (see :mod:`trizre._presence`).
+  (see :mod:`trizre._presence`).  Beacons the node counts
+  (:meth:`PeerProtocol.beacon_heard`) prove the peer alive, not the link:
+  a link silent for twice ``expired`` still ends it, with a
+  :attr:`PeerProtocol.detail` that says so.
 * CURVE (43/ZRE, as zyre): the peer's identity is prefixed by the Z85
   key it authenticated with (the inbox tags it), and its HELLO must carry
   that key as ``X-PUBLICKEY``; a HELLO without it is a downgrade attempt

@@ -15,6 +15,8 @@ from tests.nodes import FAST, free_udp_port, outlive_node, wait_logged
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, State
 from trizre.patterns import _protocol as patterns_protocol
+from trizre.patterns._bstar import BinaryStarServer
+from trizre.patterns._bstar_fsm import BinaryStarFSM
 
 HEARTBEAT = 0.1  # failover after 0.2 s
 
@@ -353,3 +355,59 @@ async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
             assert primary.star.state.value is State.ACTIVE
             assert backup.star.state.value is State.PASSIVE
             nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------- a starting primary and handshakes
+
+
+@attrs.define
+class _HandshakingNode:
+    """What a Binary Star server's client vote asks of its node, scripted."""
+
+    pending: list[object]
+    name: str = "primary"
+    tracer: None = None
+    config: trizre.NodeConfig = attrs.field(
+        factory=lambda: trizre.NodeConfig(name="primary", handshake_timeout=5.0)
+    )
+
+    def pending_peers(self) -> list[object]:
+        return self.pending
+
+    def peers_by_group(self, group: str) -> list[object]:
+        return []  # its partner has not entered yet
+
+
+async def test_a_starting_primary_waits_for_a_peer_in_its_handshake(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """It may be the partner, ACTIVE since a failover: a vote now would make two ACTIVEs.
+
+    make chaos: under 20 % loss a restarted primary's handshake with its
+    backup took 3 s, and a client voted it ACTIVE at 2.2 s.
+    """
+    node = _HandshakingNode(pending=["someone"])
+    start = trio.current_time()
+    fsm = BinaryStarFSM(primary=True, heartbeat=1.0, now=start)
+    star = BinaryStarServer(node, fsm, "backup")  # type: ignore[arg-type]
+    await trio.sleep(2.5)  # past the failover timeout (2 s)
+    assert star._gate(None) == patterns_protocol.Status.UNAVAILABLE  # type: ignore[arg-type]
+    assert star.state.value is State.PRIMARY
+    node.pending = []  # the peer entered, and it was not the partner
+    await trio.sleep(2.0)  # the expiry the wait set runs out
+    assert star._gate(None) is None  # type: ignore[arg-type]
+    assert star.state.value is State.ACTIVE
+
+
+async def test_a_starting_primary_waits_for_handshakes_only_so_long(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Forged beacons keep a peer pending for ever: the wait ends after failover + handshake."""
+    node = _HandshakingNode(pending=["forged"])
+    start = trio.current_time()
+    star = BinaryStarServer(node, BinaryStarFSM(primary=True, now=start), "backup")  # type: ignore[arg-type]
+    await trio.sleep(6.9)
+    assert star._gate(None) == patterns_protocol.Status.UNAVAILABLE  # type: ignore[arg-type]
+    await trio.sleep(2.0)  # 8.9 s: past 2 + 5, and past the expiry the last wait set
+    assert star._gate(None) is None  # type: ignore[arg-type]
+    assert star.state.value is State.ACTIVE

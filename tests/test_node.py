@@ -32,6 +32,7 @@ async def test_two_nodes_meet_talk_and_part() -> None:
                 assert enter.headers == (("X-ROLE", "db"),)
                 assert enter.endpoint == alice.endpoint
                 assert (await next_event(a_events, trizre.Enter)).name == "Zoë"
+                assert zoe.pending_peers() == []  # alice said HELLO: present, not pending
 
                 await alice.join("chat")
                 join = await next_event(z_events, trizre.Join)

@@ -172,6 +172,7 @@ async def test_every_method_of_a_stopped_node_raises_closed_resource_error() -> 
                 await call
         for query in (
             node.peers,
+            node.pending_peers,
             node.own_groups,
             node.peer_groups,
             lambda: node.whisper_nowait(someone, b"x"),
@@ -314,6 +315,8 @@ async def test_a_peer_that_never_says_hello_is_dropped_at_the_handshake_timeout(
             start = trio.current_time()
             (fake,) = _forge(node, 1)
             assert fake in node._peers  # a DEALER and our HELLO, waiting for its HELLO
+            assert node.pending_peers() == [fake]
+            assert node.peers() == []
             link = node._peers[fake].link
             await trio.sleep(1.999)
             assert fake in node._peers
@@ -322,6 +325,7 @@ async def test_a_peer_that_never_says_hello_is_dropped_at_the_handshake_timeout(
             assert trio.current_time() - start == 2.0
             assert fake not in node._peers and link.closed
             assert node.peers() == []  # it had never entered: no Enter, no Exit
+            assert node.pending_peers() == []
 
 
 def _announce(node: trizre.Node, peer: uuid.UUID) -> None:

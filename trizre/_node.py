@@ -214,6 +214,20 @@ class Node:
         """The UUIDs of the peers that have entered (said HELLO) and not exited."""
         return [p.uuid for p in self._entered()]
 
+    def pending_peers(self) -> list[UUID]:
+        """The peers this node is linking to whose HELLO has not arrived yet.
+
+        A peer is pending from the beacon (or gossip) that announced it
+        until its HELLO (it enters and is in :meth:`peers`) or until
+        ``handshake_timeout`` (it is dropped, and comes back with its next
+        beacon).  For a decision that must not be taken while a peer may
+        be on its way: under packet loss a handshake can take seconds.
+        Anyone can forge beacons, so bound such a wait.  Raises
+        ``trio.ClosedResourceError`` once the node has stopped.
+        """
+        self._check_open()
+        return [p.uuid for p in self._peers.values() if not p.protocol.ready]
+
     def peers_by_group(self, group: str) -> list[UUID]:
         """The present peers that are in ``group`` (case-sensitive)."""
         return [p.uuid for p in self._entered() if group in p.protocol.groups]

@@ -202,7 +202,8 @@ class ZSocket:
             # exception in Python): before the first message, and after it,
             # which is where a round trip's one-message batch ends.  In a
             # flood the batch runs on until Again or max_messages.
-            if cast(int, get(zsock, _EVENTS)) & _POLLIN:
+            events = cast(int, get(zsock, _EVENTS))
+            if events & _POLLIN:
                 try:
                     while True:
                         # A zmq.Frame's ``more`` is read in C; getsockopt
@@ -228,15 +229,21 @@ class ZSocket:
                             break
                 except zmq.Again:
                     pass
-            self._after_op()
             if batch:
+                self._after_op()
                 # Waiting was this call's schedule point; a second one would
                 # cost a trip through the run queue on every wake-up, which
                 # is what a round trip is made of.
                 if not waited:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return batch
-            await self._wait(_POLLIN)
+            if self._want[_POLLIN] or self._want[_POLLOUT]:
+                self._after_op()
+                await self._wait(_POLLIN)
+            else:
+                # Nothing, and no zmq call since we read EVENTS: that reading
+                # is Rule 1's, and a second costs libzmq a poll() syscall.
+                await self._wait(_POLLIN, events)
             waited = True
 
     def receive_nowait(self) -> list[bytes] | None:
@@ -386,9 +393,15 @@ class ZSocket:
 
     # ---------------------------------------------------- waiting and waking
 
-    async def _wait(self, event: int) -> None:
-        """Return once ``event`` may hold; the caller retries its operation."""
-        if cast(int, _backend_get(self._zsock, _EVENTS)) & event:
+    async def _wait(self, event: int, events: int | None = None) -> None:
+        """Return once ``event`` may hold; the caller retries its operation.
+
+        ``events``: ``EVENTS`` as the caller read it, with no zmq call on
+        this socket since; else it is read here (Rule 1).
+        """
+        if events is None:
+            events = cast(int, _backend_get(self._zsock, _EVENTS))
+        if events & event:
             # Rule 1: it already holds, the descriptor would not tell us.
             await trio.lowlevel.checkpoint()
             return

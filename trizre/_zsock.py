@@ -241,8 +241,9 @@ class ZSocket:
                 self._after_op()
                 await self._wait(_POLLIN)
             else:
-                # Nothing, and no zmq call since we read EVENTS: that reading
-                # is Rule 1's, and a second costs libzmq a poll() syscall.
+                # Nothing taken and nobody else waiting: the EVENTS just read
+                # serves Rule 1 (a second read costs libzmq a poll() syscall).
+                # A recv ran since only if it said POLLIN: _wait then retries.
                 await self._wait(_POLLIN, events)
             waited = True
 

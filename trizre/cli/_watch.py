@@ -143,8 +143,9 @@ async def _watch(args: argparse.Namespace) -> int:
         except AddressError as exc:
             raise CommandError(str(exc)) from None
     async with (
-        # Beacons prove peers alive: an observer needs no PINGs, and its log
-        # no "evasive" every few seconds for each quiet peer.
+        # Beacons prove peers alive: an observer PINGs a quiet peer only once
+        # per expired_timeout, and its log shows no "evasive" every few
+        # seconds for each one.
         open_command_node(args, name="trizre-watch", beacons_refresh=True) as node,
         open_monitor(node) as monitor,
         trio.open_nursery() as nursery,

@@ -34,10 +34,14 @@ from tests.netns import Agent
 from tests.test_interop_zyre import ZyreAgent
 
 MIXES = {"zyre": "zzzz", "mixed": "ztzt", "trizre": "tttt"}
+SLOW_REELECTION = 5.0  # s: the election timeout; a re-election past it is worth a look (--keep)
 
 
 def node_id(agent: Agent) -> str:
     return uuid.UUID(agent.uuid).hex.upper()
+
+
+AGENT_LOG: list[str] = []  # ["--log"]: trizre agents print trizre's debug log as events
 
 
 def start(kind: str, name: str, ns: netns.Namespace, seconds: float) -> Agent:
@@ -47,7 +51,11 @@ def start(kind: str, name: str, ns: netns.Namespace, seconds: float) -> Agent:
         )
         return ZyreAgent(argv, namespace=ns, label=name)
     argv = trizre_agent_command(
-        name, ("G",), {}, max_seconds=seconds, extra=("--contest", "G", "--interface", ns.interface)
+        name,
+        ("G",),
+        {},
+        max_seconds=seconds,
+        extra=("--contest", "G", "--interface", ns.interface, *AGENT_LOG),
     )
     return Agent(argv, namespace=ns, label=name)
 
@@ -73,23 +81,37 @@ def agreed(agents: list[Agent], leader: Agent, since: float, patience: float) ->
     return last - since
 
 
-def one_round(mix: str, patience: float) -> dict[str, float | None]:
+def one_round(mix: str, patience: float, keep: Path | None = None) -> dict[str, float | None]:
+    """One formation and one re-election; with ``keep``, what each agent said if one failed."""
+    result: dict[str, float | None] = {"formed": None, "reelected": None}
     with netns.open_netns_pair() as (a, b):
         spaces = [a, b, a, b]
         agents = [start(kind, f"{kind}{i}", spaces[i], 3 * patience) for i, kind in enumerate(mix)]
         try:
             began = min(agent.started()["_t"] for agent in agents)
             ranked = sorted(agents, key=node_id)
-            formed = agreed(agents, ranked[0], began, patience)
-            if formed is None:
-                return {"formed": None, "reelected": None}
-            stopped = time.monotonic()
-            ranked[0].stop()
-            again = agreed(ranked[1:], ranked[1], stopped, patience)
-            return {"formed": formed, "reelected": again}
+            result["formed"] = agreed(agents, ranked[0], began, patience)
+            if result["formed"] is not None:
+                stopped = time.monotonic()
+                ranked[0].stop()
+                result["reelected"] = agreed(ranked[1:], ranked[1], stopped, patience)
+            return result
         finally:
             for agent in agents:
                 agent.stop()
+            slow = result["reelected"] is None or result["reelected"] > SLOW_REELECTION
+            if keep is not None and slow:
+                _keep(keep, agents, result)
+
+
+def _keep(directory: Path, agents: list[Agent], result: dict[str, float | None]) -> None:
+    """Every event each agent printed, and its stderr: a failed round's evidence."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "result.json").write_text(json.dumps(result) + "\n")
+    for agent in agents:
+        lines = [json.dumps(event) for event in agent.history]
+        (directory / f"{agent.label}.jsonl").write_text("\n".join(lines) + "\n")
+        (directory / f"{agent.label}.stderr").write_text("\n".join(agent.stderr_lines) + "\n")
 
 
 def summary(name: str, rounds: list[dict[str, float | None]]) -> dict[str, Any]:
@@ -113,7 +135,17 @@ def main() -> int:
     parser.add_argument("--patience", type=float, default=40.0)
     parser.add_argument("--mix", action="append", choices=sorted(MIXES))
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="save here the agents' events of rounds whose re-election failed or took over 5 s",
+    )
+    parser.add_argument(
+        "--agent-log", action="store_true", help="trizre agents print trizre's debug log"
+    )
     args = parser.parse_args()
+    if args.agent_log:
+        AGENT_LOG.append("--log")
     reason = netns.netns_available() or zyre_unavailable()
     if reason:
         print(f"bench_elections: SKIPPED, cannot run here: {reason}", file=sys.stderr)
@@ -122,7 +154,8 @@ def main() -> int:
     for name in args.mix or ["zyre", "mixed", "trizre"]:
         rounds = []
         for i in range(args.rounds):
-            rounds.append(one_round(MIXES[name], args.patience))
+            keep = None if args.keep is None else args.keep / f"{name}-round-{i}"
+            rounds.append(one_round(MIXES[name], args.patience, keep))
             print(f"{name} round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
         results.append(summary(name, rounds))
         print(json.dumps(results[-1]), flush=True)

@@ -805,6 +805,14 @@ class Node:
         if ballot.group not in self._groups:
             return  # we left it (or never joined): not ours to elect, and no state kept
         members = self._members(ballot.group)
+        log.debug(
+            "%s: %s %s %s from %s",
+            self._name,
+            "LEADER" if ballot.leader else "ELECT",
+            ballot.group,
+            ballot.candidate,
+            peer.protocol.name,
+        )
         if ballot.leader:
             actions = self._elections.leader(
                 peer.uuid, ballot.group, ballot.candidate, members, trio.current_time()
@@ -832,6 +840,7 @@ class Node:
         """Send what the elections ask, report what they decided."""
         if actions:
             self._presence_due(self._elections.deadline())  # an election may have begun
+            log.debug("%s: elections: %s", self._name, actions)
         for action in actions:
             if isinstance(action, Elected):
                 winner = UUID(hex=action.leader)

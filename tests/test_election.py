@@ -477,3 +477,43 @@ def test_waves_set_aside_keep_one_wave_and_each_sender_once() -> None:
     elections.elect(others[0], GROUP, node_id(low), members, 0.0)
     candidate, senders = elections._ignored[GROUP]
     assert candidate == node_id(low) and list(senders) == [low, others[0]]
+
+
+def test_ballots_for_a_leader_that_left_are_late_and_ignored() -> None:
+    """bench_elections, 2 zyre + 2 trizre (2026-11-25): the leader left, and ELECT
+    and LEADER ballots of its wave, sent before the others heard it leave,
+    came after.  Taken up, they re-elected the departed node, and the group
+    stayed on a leader that was gone, for good: no election ran any more."""
+    gone, me, z0, t3 = ordered(4)
+    elections = Elections(me)
+    elections.contest(GROUP)
+    members = [gone, z0, t3]
+    for peer in members:
+        elections.elect(peer, GROUP, node_id(gone), members, 0.0)
+    elections.leader(gone, GROUP, node_id(gone), members, 0.0)
+    assert elections.leaders[GROUP] == node_id(gone)
+    rest = [z0, t3]
+    assert elections.member_left(GROUP, gone, rest, 1.0) == [
+        SendElect((z0, t3), GROUP, node_id(me))
+    ]
+    # Late ballots of the gone leader's wave change nothing.
+    assert elections.elect(z0, GROUP, node_id(gone), rest, 1.1) == []
+    assert elections.leader(t3, GROUP, node_id(gone), rest, 1.1) == []
+    assert GROUP not in elections.leaders
+    # Our wave goes on, and wins.
+    elections.elect(z0, GROUP, node_id(me), rest, 1.2)
+    actions = elections.elect(t3, GROUP, node_id(me), rest, 1.2)
+    assert Elected(GROUP, node_id(me)) in actions
+
+
+def test_a_node_that_left_and_came_back_can_lead_again() -> None:
+    back, me, other = ordered(3)
+    elections = Elections(me)
+    elections.contest(GROUP)
+    elections.member_left(GROUP, back, [other], 0.0)
+    elections.member_joined(GROUP, back, [back, other], 1.0)
+    members = [back, other]
+    elections.elect(back, GROUP, node_id(back), members, 1.1)
+    elections.elect(other, GROUP, node_id(back), members, 1.1)
+    actions = elections.leader(back, GROUP, node_id(back), members, 1.2)
+    assert Elected(GROUP, node_id(back)) in actions

@@ -87,6 +87,7 @@ from ._peer import node_id
 __all__ = ["Elected", "ElectionAction", "Elections", "SendElect", "SendLeader"]
 
 _MAX_REPAIRS = 3  # per group, until its membership changes
+_GONE_KEPT = 64  # per group: the latest members to leave, whose late ballots are ignored
 
 
 def _repair(caw: str) -> bool:
@@ -174,6 +175,8 @@ class Elections:
         self._contenders: dict[str, set[str]] = {}  # group -> ids whose own ELECT came
         # group -> the lowest wave set aside while a leader stood, and its senders
         self._ignored: dict[str, tuple[str, dict[UUID, None]]] = {}
+        # group -> ids of members that left, latest last (at most _GONE_KEPT)
+        self._gone: dict[str, dict[str, None]] = {}
 
     def running(self, group: str) -> bool:
         """True while an election in ``group`` is under way here and undecided."""
@@ -260,6 +263,7 @@ class Elections:
         newcomer learns who leads.
         """
         self._repairs.pop(group, None)
+        self._gone.get(group, {}).pop(node_id(peer), None)
         run = self._runs.get(group)
         if run is not None and not run.passed_leader:
             if peer in run.sent or peer == run.father:
@@ -294,6 +298,10 @@ class Elections:
         """``peer`` left ``group`` or the network; ``members`` are the ones that remain."""
         self._repairs.pop(group, None)
         self._contenders.get(group, set()).discard(node_id(peer))
+        gone = self._gone.setdefault(group, {})
+        gone[node_id(peer)] = None
+        if len(gone) > _GONE_KEPT:
+            del gone[next(iter(gone))]
         leader_left = self.leaders.get(group) == node_id(peer)
         if leader_left:
             del self.leaders[group]
@@ -325,12 +333,13 @@ class Elections:
         self._repairs.pop(group, None)
         self._contenders.pop(group, None)
         self._ignored.pop(group, None)
+        self._gone.pop(group, None)
 
     def elect(
         self, peer: UUID, group: str, candidate: str, members: Collection[UUID], now: float
     ) -> list[ElectionAction]:
         """An ELECT(group, candidate) came from ``peer``."""
-        if not _valid(candidate):
+        if not _valid(candidate) or self._left(group, candidate):
             return []
         if node_id(peer) == candidate:
             self._contenders.setdefault(group, set()).add(candidate)
@@ -365,7 +374,7 @@ class Elections:
         self, peer: UUID, group: str, leader: str, members: Collection[UUID], now: float
     ) -> list[ElectionAction]:
         """A LEADER(group, leader) came from ``peer``."""
-        if not _valid(leader):
+        if not _valid(leader) or self._left(group, leader):
             return []
         run = self._runs.get(group)
         if _repair(leader) and (run is None or run.caw != leader):
@@ -393,6 +402,15 @@ class Elections:
                 actions += self._decide(group, leader)
         run.heard_leader.add(peer)
         return actions + self._check(group, run, members, now)
+
+    def _left(self, group: str, candidate: str) -> bool:
+        """Whether ``candidate`` left ``group``: its wave can no longer win.
+
+        Its ballots still come, sent before the others heard it leave
+        (bench_elections, 2 zyre + 2 trizre: taken up, they re-elected the
+        departed leader, and no election ran again).
+        """
+        return candidate in self._gone.get(group, ())
 
     def _take_up(
         self, group: str, father: UUID, candidate: str, members: Collection[UUID], now: float

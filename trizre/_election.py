@@ -299,6 +299,7 @@ class Elections:
         self._repairs.pop(group, None)
         self._contenders.get(group, set()).discard(node_id(peer))
         gone = self._gone.setdefault(group, {})
+        gone.pop(node_id(peer), None)  # latest last, if it left before
         gone[node_id(peer)] = None
         if len(gone) > _GONE_KEPT:
             del gone[next(iter(gone))]

@@ -41,10 +41,10 @@ def node_id(agent: Agent) -> str:
     return uuid.UUID(agent.uuid).hex.upper()
 
 
-AGENT_LOG: list[str] = []  # ["--log"]: trizre agents print trizre's debug log as events
-
-
-def start(kind: str, name: str, ns: netns.Namespace, seconds: float) -> Agent:
+def start(
+    kind: str, name: str, ns: netns.Namespace, seconds: float, agent_log: bool = False
+) -> Agent:
+    """One agent; ``agent_log``: a trizre agent prints trizre's DEBUG log as events."""
     if kind == "z":
         argv = zyre_agent_command(
             name, ns.interface, ("G",), {}, max_seconds=seconds, extra=("--contest", "G")
@@ -55,7 +55,7 @@ def start(kind: str, name: str, ns: netns.Namespace, seconds: float) -> Agent:
         ("G",),
         {},
         max_seconds=seconds,
-        extra=("--contest", "G", "--interface", ns.interface, *AGENT_LOG),
+        extra=("--contest", "G", "--interface", ns.interface, *(["--log"] if agent_log else [])),
     )
     return Agent(argv, namespace=ns, label=name)
 
@@ -81,12 +81,17 @@ def agreed(agents: list[Agent], leader: Agent, since: float, patience: float) ->
     return last - since
 
 
-def one_round(mix: str, patience: float, keep: Path | None = None) -> dict[str, float | None]:
+def one_round(
+    mix: str, patience: float, keep: Path | None = None, agent_log: bool = False
+) -> dict[str, float | None]:
     """One formation and one re-election; with ``keep``, what each agent said if one failed."""
     result: dict[str, float | None] = {"formed": None, "reelected": None}
     with netns.open_netns_pair() as (a, b):
         spaces = [a, b, a, b]
-        agents = [start(kind, f"{kind}{i}", spaces[i], 3 * patience) for i, kind in enumerate(mix)]
+        agents = [
+            start(kind, f"{kind}{i}", spaces[i], 3 * patience, agent_log)
+            for i, kind in enumerate(mix)
+        ]
         try:
             began = min(agent.started()["_t"] for agent in agents)
             ranked = sorted(agents, key=node_id)
@@ -144,8 +149,6 @@ def main() -> int:
         "--agent-log", action="store_true", help="trizre agents print trizre's debug log"
     )
     args = parser.parse_args()
-    if args.agent_log:
-        AGENT_LOG.append("--log")
     reason = netns.netns_available() or zyre_unavailable()
     if reason:
         print(f"bench_elections: SKIPPED, cannot run here: {reason}", file=sys.stderr)
@@ -155,7 +158,7 @@ def main() -> int:
         rounds = []
         for i in range(args.rounds):
             keep = None if args.keep is None else args.keep / f"{name}-round-{i}"
-            rounds.append(one_round(MIXES[name], args.patience, keep))
+            rounds.append(one_round(MIXES[name], args.patience, keep, args.agent_log))
             print(f"{name} round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
         results.append(summary(name, rounds))
         print(json.dumps(results[-1]), flush=True)

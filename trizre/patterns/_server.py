@@ -371,8 +371,10 @@ class Server:
             while not waiting:
                 await self._work_ready.park()
             await self._run_one(waiting.popleft())
-            # The other tasks' turn before the next request: a handler need not yield.
-            await trio.lowlevel.checkpoint()
+            if waiting:
+                # The other tasks' turn before the next request: a handler
+                # need not yield.  With none waiting, parking is that turn.
+                await trio.lowlevel.checkpoint()
 
     def _drop_waiting(self) -> None:
         """Forget the requests no runner took (the server is stopping): none ran."""
@@ -425,6 +427,7 @@ class Server:
         while True:
             while not outbox:
                 await self._outbox_ready.park()
+            # Empty again after this loop: parking is this task's schedule point.
             while outbox:
                 request, message = outbox.popleft()
                 if await _reply(self.node, request.peer, message) and isinstance(
@@ -432,7 +435,6 @@ class Server:
                 ):
                     self.replied += 1
                     self._trace(kinds.REPLY_SENT, request, status=message.status)
-            await trio.lowlevel.checkpoint()
 
 
 async def _reply(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool:

@@ -51,6 +51,22 @@ def test_profile_services_reports_cpu_per_request_on_both_sides() -> None:
     assert re.search(line, out, re.M), out
 
 
+def test_trio_floor_measures_each_load_beside_raw(tmp_path: Path) -> None:
+    results = tmp_path / "floor.json"
+    out = _run(
+        "trio_floor.py",
+        *("--repeat", "1", "--round-trips", "200", "--requests", "500", "--json", str(results)),
+    )
+    rows = re.findall(r"^\| (raw|trio floor|trizre) \| [\d,]+ \([\d,]+-[\d,]+\) \| ", out, re.M)
+    assert rows == ["raw", "trio floor", "trizre"] * 2, out
+    figures = json.loads(results.read_text())
+    for load in ("pingpong", "services"):
+        assert figures[load]["raw"]["vs_raw"] == 1.0
+        assert figures[load]["trio floor"]["cpu_us"] > 0
+        assert figures[load]["trizre"]["rate"] > 0
+    assert figures["pingpong"]["trizre"]["cpu_us"] > 0
+
+
 def test_forged_beacons_bench_runs_and_the_real_peer_survives() -> None:
     out = _run("bench_forged_beacons.py", "--quick")
     result = json.loads(out[out.index("{") :])

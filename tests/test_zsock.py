@@ -320,6 +320,40 @@ async def test_each_turn_sends_its_first_message_at_once() -> None:
                 await trio.testing.wait_all_tasks_blocked()  # the turn ends
 
 
+async def test_after_a_burst_the_next_turn_holds_its_first_message_too() -> None:
+    """A socket that sent several in a turn hands the next turn's all at once."""
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
+            assert a.send_nowait([b"0"])
+            assert a.send_nowait([b"1"])  # a burst of two
+            await trio.testing.wait_all_tasks_blocked()
+            assert [b.receive_nowait(), b.receive_nowait()] == [[b"0"], [b"1"]]
+            for i in (2, 3):
+                assert a.send_nowait([b"%d" % i])
+            assert b.receive_nowait() is None  # the first of this turn is held as well
+            await trio.testing.wait_all_tasks_blocked()
+            assert [b.receive_nowait(), b.receive_nowait()] == [[b"2"], [b"3"]]
+
+
+async def test_a_turn_of_one_send_ends_the_burst() -> None:
+    """Held once more after a burst, a lone send makes the next one go at once."""
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
+            assert a.send_nowait([b"0"])
+            assert a.send_nowait([b"1"])
+            await trio.testing.wait_all_tasks_blocked()
+            assert a.send_nowait([b"2"])  # alone in its turn, but after a burst: held
+            assert [b.receive_nowait(), b.receive_nowait(), b.receive_nowait()] == [
+                [b"0"],
+                [b"1"],
+                None,
+            ]
+            await trio.testing.wait_all_tasks_blocked()
+            assert b.receive_nowait() == [b"2"]
+            assert a.send_nowait([b"3"])
+            assert b.receive_nowait() == [b"3"]  # a round trip's pace again: at once
+
+
 async def test_sends_of_many_tasks_in_one_turn_go_out_together() -> None:
     """Many tasks sending one message each are corked like one task's flood."""
     with trio.fail_after(5):

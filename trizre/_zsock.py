@@ -27,10 +27,13 @@ held (at most ``_CORK_MAX``) until a per-run flusher task, scheduled by
 that first send, hands them over in one batch: the turn ends when the
 tasks running in it have yielded.  One wake-up per turn instead of per
 message, whether one task floods or many tasks send one message each, and
-however long the tasks take between sends.  Isolated sends (a round trip)
-never wait for the flusher.  Corked messages count as sent: they go out in
-order before any later message, or are dropped by ``close`` as libzmq's
-own queue is (LINGER 0).
+however long the tasks take between sends.  A socket whose last turn sent
+more than one message holds the first of the next turn too, until a turn
+sends only one: a burst then costs one wake-up, not one for its first
+message and one for the rest.  Isolated sends (a round trip) never wait
+for the flusher.  Corked messages count as sent: they go out in order
+before any later message, or are dropped by ``close`` as libzmq's own
+queue is (LINGER 0).
 """
 
 from __future__ import annotations
@@ -97,13 +100,15 @@ class ZSocket:
     other ``zmq.ZMQError`` from libzmq propagate unchanged.
 
     ``cork=True`` lets :meth:`send_nowait` hold the messages after the
-    first of a turn of the run loop for one hand-over to libzmq when the
-    turn ends (see the module docstring); then up to ``_CORK_MAX`` messages beyond the high water
-    mark count as sent, and frames are copied into a tuple when held.
+    first of a turn of the run loop (and the first too, after a turn that
+    sent several) for one hand-over to libzmq when the turn ends (see the
+    module docstring); then up to ``_CORK_MAX`` messages beyond the high
+    water mark count as sent, and frames are copied into a tuple when held.
     """
 
     __slots__ = (
         "__weakref__",
+        "_bursts",
         "_closed",
         "_cork",
         "_corks",
@@ -141,6 +146,7 @@ class ZSocket:
         self._draining = False  # a task waits for room to hand the cork over
         self._corks = cork  # see "Corking" above
         self._sent_this_turn = False  # a send went out at once; the flusher is due
+        self._bursts = False  # its last turn sent more than one: hold the first too
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
 
@@ -276,16 +282,15 @@ class ZSocket:
                 self._flush_cork()
                 if cork:
                     return False
-            if not frames:
-                raise ValueError("a zmq message needs at least one frame")
-            cork.append(tuple(frames))
+            self._hold(frames)
             return True
         if self._sent_this_turn:
-            if not frames:
-                raise ValueError("a zmq message needs at least one frame")
-            if cork is None:
-                cork = self._cork = deque()
-            cork.append(tuple(frames))  # the flusher, due already, hands it over
+            self._hold(frames)  # the flusher, due already, hands it over
+            return True
+        if self._bursts:
+            self._hold(frames)
+            self._sent_this_turn = True
+            _flusher().schedule(self)
             return True
         sent = self._send(frames)
         self._after_op()
@@ -293,6 +298,13 @@ class ZSocket:
             self._sent_this_turn = True
             _flusher().schedule(self)
         return sent
+
+    def _hold(self, frames: Sequence[bytes]) -> None:
+        if not frames:
+            raise ValueError("a zmq message needs at least one frame")
+        if self._cork is None:
+            self._cork = deque()
+        self._cork.append(tuple(frames))
 
     def _flush_cork(self) -> None:
         """Hand held messages to libzmq, in order, while it takes them."""
@@ -508,6 +520,12 @@ class _Flusher:
             dirty, self._dirty = self._dirty, []
             for sock in dirty:
                 sock._sent_this_turn = False  # its next send opens a new turn
+                # A turn that sent more than one makes the next one hold its
+                # first message too, until a turn sends only one.
+                sent = len(sock._cork) if sock._cork else 0
+                if not sock._bursts:
+                    sent += 1  # its first went out at once
+                sock._bursts = sent > 1
                 try:
                     sock._flush_cork()
                 except Exception:

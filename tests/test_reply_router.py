@@ -30,7 +30,7 @@ from trizre.patterns import (
     RetryPolicy,
     ServiceClient,
 )
-from trizre.patterns._common import ReplyRouter
+from trizre.patterns._common import InFlight, ReplyRouter
 from trizre.patterns._protocol import Reply, Request, State, decode, encode
 from trizre.patterns._server import _IN_PROGRESS
 
@@ -407,6 +407,62 @@ async def test_pending_wait_consumes_one_wake(autojump_clock: trio.abc.Clock) ->
         pending.wake()
         await pending.wait()  # returns at once
         assert await blocks(pending.wait)  # both wakes were consumed by one wait
+
+
+async def test_in_flight_hands_a_freed_place_to_the_longest_waiter(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    limit = InFlight(2)
+    order: list[str] = []
+    release = {name: trio.Event() for name in ("a", "b", "c", "d", "a again")}
+
+    async def holder(name: str) -> None:
+        async with limit:
+            order.append(name)
+            await release[name].wait()
+
+    async def again() -> None:
+        await holder("a")
+        # Back at once, with no schedule point in between (a client task
+        # starting its next request): the place it just freed is c's.
+        await holder("a again")
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(again)
+            for name in "bcd":
+                await trio.sleep(1)  # they arrive in this order
+                nursery.start_soon(holder, name)
+            await trio.sleep(1)
+            assert order == ["a", "b"]  # c and d wait
+            release["a"].set()
+            await trio.sleep(1)
+            assert order == ["a", "b", "c"]
+            for name in ("b", "c", "d", "a again"):
+                release[name].set()
+                await trio.sleep(1)
+            assert order == ["a", "b", "c", "d", "a again"]
+
+
+async def test_in_flight_a_cancelled_waiter_takes_no_place(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    limit = InFlight(1)
+    with trio.fail_after(5):
+        async with limit:
+            with trio.move_on_after(1) as waited:
+                async with limit:
+                    pytest.fail("entered with the only place taken")
+            assert waited.cancelled_caught
+        # The place came back, and the cancelled waiter holds none of it.
+        async with limit:
+            pass
+        assert await blocks(lambda: _enter_twice(limit))
+
+
+async def _enter_twice(limit: InFlight) -> None:
+    async with limit, limit:
+        pass
 
 
 # ================================================================ ReplyCache

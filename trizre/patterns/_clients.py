@@ -319,17 +319,23 @@ class ServiceClient:
         if not workers:
             return None
         router = self._router
-
-        def rank(worker: UUID) -> tuple[int, bool, bool, int, int]:
-            return (
-                router.suspicion.get(worker, 0),
-                not node.peer_is_responsive(worker),
-                worker in pending.sent_to,
-                router.outstanding(worker),
-                self._last_used.get(worker, -1),
+        # The ranking of the class docstring, one tuple per worker.  It runs
+        # for every request, and each lookup by UUID costs a Python-level
+        # hash: maps that are usually empty (suspicion, tried) are skipped.
+        suspicion, tried = router.suspicion, pending.sent_to
+        load, last_used = router.load, self._last_used
+        responsive = node.peer_is_responsive
+        choice, best = workers[0], None
+        for worker in workers:
+            rank = (
+                suspicion.get(worker, 0) if suspicion else 0,
+                not responsive(worker),
+                worker in tried if tried else False,
+                load.get(worker, 0),
+                last_used.get(worker, -1),
             )
-
-        choice = min(workers, key=rank)
+            if best is None or rank < best:
+                choice, best = worker, rank
         self._uses += 1
         self._last_used[choice] = self._uses
         if (tracer := node.tracer) is not None:

@@ -262,16 +262,16 @@ async def test_reply_cache_runs_a_retried_request_once(
     port = free_udp_port()
     executions = 0
     lost = 0
-    real_reply = _server._reply
+    real_reply = _server._reply_nowait  # every reply and ACCEPTED goes through it
 
-    async def lossy_reply(node: trizre.Node, peer: object, reply: object) -> bool:
+    def lossy_reply(node: trizre.Node, peer: object, reply: object) -> bool | None:
         nonlocal lost
         if lost < 2:
             lost += isinstance(reply, patterns.Reply)
             return True  # "sent", but the network ate it
-        return await real_reply(node, peer, reply)  # type: ignore[arg-type]
+        return real_reply(node, peer, reply)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_server, "_reply", lossy_reply)
+    monkeypatch.setattr(_server, "_reply_nowait", lossy_reply)
 
     async def transfer(request: IncomingRequest) -> bytes:
         nonlocal executions

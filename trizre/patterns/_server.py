@@ -87,6 +87,10 @@ def check_service_name(service: str) -> None:
 
 _IN_PROGRESS: Final = object()
 
+# A runner lets the other tasks run at least this often (seconds) while it
+# runs requests back to back: a handler need not yield.
+_RUN_SLICE: Final = 0.001
+
 
 @final
 class ReplyCache:
@@ -204,14 +208,17 @@ class Server:
         # Held requests wait here for a runner: a pool of tasks, started as
         # requests need them (up to max_concurrency) and kept, because a task
         # per request costs more to start and end than a fast handler takes.
+        # One runner at a time is summoned to the queue (see _runner).
         self._waiting: deque[IncomingRequest] = deque()
         self._work_ready = trio.lowlevel.ParkingLot()  # idle runners
         self._runners = 0
+        self._summoned = False  # a runner is on its way to the queue
+        self._nursery: trio.Nursery | None = None  # where runners start (set by _serve)
         self._max_concurrency = max_concurrency
         self._capacity = max_concurrency + max_queued
         self._events = node.events()
-        # Replies leave through one task that sends all those queued so far
-        # back to back: one libzmq wake-up per batch rather than per reply.
+        # Replies that could not go at once (the client's queue was full)
+        # wait here, in order, for one task that waits for room.
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted]] = deque()
         self._outbox_ready = trio.lowlevel.ParkingLot()
         # Held requests not yet answered ACCEPTED, oldest first, with when they are due.
@@ -280,6 +287,7 @@ class Server:
         ACCEPTED by :meth:`_accept` if it is not answered within
         ``accept_after``, so its client stops timing it (README §5.4).
         """
+        self._nursery = nursery
         async for event in self._events:
             if not isinstance(event, Whisper):
                 if isinstance(event, Join) and event.group == STATUS_GROUP:
@@ -319,12 +327,7 @@ class Server:
             self._unaccepted[key] = (request, trio.current_time() + self._accept_after)
             self._accept_due.unpark()
             self._waiting.append(request)
-            if self._work_ready:
-                self._work_ready.unpark()
-            elif self._runners < self._max_concurrency:
-                self._runners += 1
-                nursery.start_soon(self._runner)
-            # else every runner is busy: the first one free takes it
+            self._summon()
 
     async def _accept(self) -> None:
         """Say ACCEPTED for each request held ``accept_after`` without a reply.
@@ -344,8 +347,20 @@ class Server:
             self._queue(request, proto.Accepted(request.request_id))
 
     def _queue(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
+        """Send a reply (or an ACCEPTED) now if the client has room, else queue it."""
+        if not self._outbox:
+            sent = _reply_nowait(self.node, request.peer, message)
+            if sent is not None:
+                if sent:
+                    self._replied(request, message)
+                return
         self._outbox.append((request, message))
         self._outbox_ready.unpark()
+
+    def _replied(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
+        if isinstance(message, proto.Reply):
+            self.replied += 1
+            self._trace(kinds.REPLY_SENT, request, status=message.status)
 
     def _start_cached(self, request: IncomingRequest) -> bool:
         """Consult the reply cache: False when the request must not run (again)."""
@@ -364,17 +379,41 @@ class Server:
         self._cache.start(key, trio.current_time())
         return True
 
+    def _summon(self) -> None:
+        """Send a runner to the queue, unless one is on its way or none is free.
+
+        One at a time: a runner whose handlers finish without waiting takes
+        the next request itself, so a batch of fast requests costs one task
+        step, not one per request; a runner that takes a request while more
+        wait summons the next, so a handler that waits holds up nothing.
+        """
+        if self._summoned:
+            return
+        if self._work_ready:
+            self._work_ready.unpark()
+        elif self._runners < self._max_concurrency and self._nursery is not None:
+            self._runners += 1
+            self._nursery.start_soon(self._runner)
+        else:
+            return  # every runner is busy: the first one free takes it
+        self._summoned = True
+
     async def _runner(self) -> None:
         """Run held requests one after another, oldest first; park while there are none."""
         waiting = self._waiting
         while True:
-            while not waiting:
-                await self._work_ready.park()
-            await self._run_one(waiting.popleft())
-            if waiting:
-                # The other tasks' turn before the next request: a handler
-                # need not yield.  With none waiting, parking is that turn.
-                await trio.lowlevel.checkpoint()
+            self._summoned = False  # this is the runner that was on its way (or one already was)
+            due = trio.current_time() + _RUN_SLICE
+            while waiting:
+                request = waiting.popleft()
+                if waiting:
+                    self._summon()  # should this handler wait, the next one need not
+                await self._run_one(request)
+                if waiting and trio.current_time() >= due:
+                    await trio.lowlevel.checkpoint()
+                    due = trio.current_time() + _RUN_SLICE
+            # Parking is this task's schedule point.
+            await self._work_ready.park()
 
     def _drop_waiting(self) -> None:
         """Forget the requests no runner took (the server is stopping): none ran."""
@@ -423,18 +462,31 @@ class Server:
         return (type(exc).__name__.encode(), str(exc).encode("utf-8", "replace")[:4096])
 
     async def _send_replies(self) -> None:
+        """Send the queued replies in order, waiting for room at each client."""
         outbox = self._outbox
         while True:
             while not outbox:
                 await self._outbox_ready.park()
             # Empty again after this loop: parking is this task's schedule point.
             while outbox:
-                request, message = outbox.popleft()
-                if await _reply(self.node, request.peer, message) and isinstance(
-                    message, proto.Reply
-                ):
-                    self.replied += 1
-                    self._trace(kinds.REPLY_SENT, request, status=message.status)
+                request, message = outbox[0]
+                if await _reply(self.node, request.peer, message):
+                    self._replied(request, message)
+                outbox.popleft()
+
+
+def _reply_nowait(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool | None:
+    """Send a reply (or an ACCEPTED) if the client has room now; never waits.
+
+    True: sent.  False: dropped, the client is gone or the node has stopped
+    (see :func:`_reply`).  None: no room now, nothing sent.
+    """
+    frames = proto.encode(reply)
+    try:
+        return True if node.whisper_nowait(peer, *frames) else None
+    except (NodeError, trio.ClosedResourceError) as exc:
+        log.debug("could not reply to %s: %s", peer, exc)
+        return False
 
 
 async def _reply(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool:
@@ -442,10 +494,10 @@ async def _reply(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) ->
 
     False: the client is gone, or the node has stopped.
     """
-    frames = proto.encode(reply)
+    if (sent := _reply_nowait(node, peer, reply)) is not None:
+        return sent
     try:
-        if not node.whisper_nowait(peer, *frames):
-            await node.whisper(peer, *frames)
+        await node.whisper(peer, *proto.encode(reply))
     except (NodeError, trio.ClosedResourceError) as exc:
         # NodeError: the client is gone; if it comes back it will ask again.
         # ClosedResourceError: the node's block ended before this server's (a

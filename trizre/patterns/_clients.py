@@ -122,7 +122,7 @@ async def _request(
         pending = router.open(request_id, service)
         node = router.node
         tracer = node.tracer
-        rid = f"{request_id:016x}"
+        rid = f"{request_id:016x}" if tracer is not None else ""  # for the trace alone
         started = trio.current_time()
 
         def sent(attempt: int, peer: UUID) -> None:

@@ -113,7 +113,8 @@ class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
     __slots__ = (
-        "_wake",
+        "_waiter",
+        "_woken",
         "accepted",
         "current",
         "loaded",
@@ -137,10 +138,15 @@ class _Pending:
         self.reply: proto.Reply | None = None
         self.lost = False  # the current target exited or went silent
         self.accepted = False  # the current target said ACCEPTED: it holds the request
-        self._wake = trio.Event()
+        self._woken = False  # a wake() no wait() has taken yet
+        self._waiter: trio.lowlevel.Task | None = None
 
     def wake(self) -> None:
-        self._wake.set()
+        if self._waiter is not None:
+            trio.lowlevel.reschedule(self._waiter)
+            self._waiter = None
+        else:
+            self._woken = True
 
     async def wait(self) -> None:
         """Wait for a reply or the loss of the current target."""
@@ -150,10 +156,20 @@ class _Pending:
         # reply/lost with no checkpoint before calling this, so RepeatedEvent
         # would lose nothing today; the latch keeps this method correct by
         # itself (a wake() made while the task was elsewhere, say in
-        # node.whisper, is kept), and the spurious return a stale set can
-        # cause costs one turn of the callers' loops, which re-check.
-        await self._wake.wait()
-        self._wake = trio.Event()
+        # node.whisper, is kept), and the spurious return a stale wake can
+        # cause costs one turn of the callers' loops, which re-check.  Built
+        # on the task itself rather than a trio.Event a wait: a request
+        # waits once or twice, and an Event each time cost it ~2 us.
+        if self._woken:
+            await trio.lowlevel.checkpoint()
+            self._woken = False
+            return
+        self._waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None  # cancelled: a later wake() is kept for the next wait()
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 @final

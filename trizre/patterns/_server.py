@@ -195,6 +195,7 @@ class Server:
         hide_errors: bool = False,
     ) -> None:
         self.node = node
+        self._tracer = node.tracer  # set for the node's life before it is yielded
         self.service = service
         self.executed = 0
         self.replied = 0
@@ -271,7 +272,7 @@ class Server:
         return len(self._holding)
 
     def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
-        if (tracer := self.node.tracer) is not None:
+        if (tracer := self._tracer) is not None:
             tracer.record(
                 kind,
                 rid=f"{request.request_id:016x}",
@@ -325,7 +326,8 @@ class Server:
                 continue
             self._holding.add(key)
             self._unaccepted[key] = (request, trio.current_time() + self._accept_after)
-            self._accept_due.unpark()
+            if self._accept_due:  # an empty ParkingLot's unpark still costs ~1 us
+                self._accept_due.unpark()
             self._waiting.append(request)
             self._summon()
 

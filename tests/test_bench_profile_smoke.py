@@ -106,3 +106,13 @@ def test_discovery_bench_meshes_both_ways() -> None:
     result = json.loads(out[out.index("{") :])
     assert result["beacons"]["nodes"] == 3 and result["gossip"]["nodes"] == 4
     assert result["beacons"]["full_mesh_s"] > 0 and result["gossip"]["full_mesh_s"] > 0
+
+
+def test_task_steps_counts_steps_a_request_by_task() -> None:
+    out = _run("task_steps.py", "--requests", "300", "--port", str(free_udp_port()))
+    assert re.search(
+        r"^[\d,]+ requests/s, \d+ us CPU a request \(one process\), [\d.]+ task steps a request$",
+        out,
+        re.M,
+    ), out
+    assert re.search(r"^\s+[\d.]+\s+Server\._runner$", out, re.M), out

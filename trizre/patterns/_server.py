@@ -404,7 +404,7 @@ class Server:
         """Run held requests one after another, oldest first; park while there are none."""
         waiting = self._waiting
         while True:
-            self._summoned = False  # this is the runner that was on its way (or one already was)
+            self._summoned = False  # started or unparked by _summon: the summons is answered
             due = trio.current_time() + _RUN_SLICE
             while waiting:
                 request = waiting.popleft()

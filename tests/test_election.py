@@ -389,6 +389,31 @@ def test_a_wave_ignored_while_the_old_leader_stood_is_taken_up_when_it_leaves() 
     assert elections.running(GROUP)
 
 
+def test_a_wave_that_comes_while_the_decided_run_still_counts_leaders_is_set_aside() -> None:
+    """As above, but the election old won is still kept here, counting LEADERs.
+
+    Found by the zyre interop test (2 zyre contesters, 2 trizre that do not
+    contest): the remaining zyre node's new wave, and its LEADER, reached a
+    trizre node before the old leader's exit did; it dropped them, and
+    reported no leader again.
+    """
+    old, low, mid, me = ordered(4)
+    members = [old, low, mid]
+    elections = Elections(me)
+    elections.elect(old, GROUP, node_id(old), members, 0.0)
+    elections.elect(low, GROUP, node_id(old), members, 0.0)
+    assert elections.elect(mid, GROUP, node_id(old), members, 0.0) == [
+        SendElect((old,), GROUP, node_id(old))
+    ]
+    assert Elected(GROUP, node_id(old)) in elections.leader(old, GROUP, node_id(old), members, 0.1)
+    assert elections.elect(low, GROUP, node_id(low), members, 5.0) == []  # old stands
+    assert elections.leader(low, GROUP, node_id(low), members, 5.0) == []
+    assert elections.member_left(GROUP, old, [low, mid], 5.1) == [
+        SendElect((mid,), GROUP, node_id(low))
+    ]
+    assert elections.running(GROUP)
+
+
 def test_a_stuck_wave_gives_way_to_a_lower_contester_whose_wave_was_lost() -> None:
     """We dropped low's wave to restart ours (a newcomer low has not seen): we rerun low's."""
     low, me, mid, new = ordered(4)

@@ -348,6 +348,14 @@ class Elections:
         if run is not None and run.passed_leader and _repair(run.caw) and candidate > run.caw:
             run = None  # a finished reset: only its last LEADERs were awaited
         actions: list[ElectionAction] = []
+        if run is not None and run.passed_leader and candidate > run.caw:
+            # A decided run, kept to count LEADERs: a higher wave is a new
+            # election, which cannot win while a lower leader stands, unless
+            # that leader leaves (its exit can reach us after this wave).
+            floor = self._standing(group, members)
+            if floor is not None and floor < candidate and floor != self.me:
+                self._set_aside(group, candidate, peer)
+            return actions
         if run is None or candidate < run.caw:
             floor = self._standing(group, members)
             if floor is not None and floor < candidate and floor != self.me:

@@ -123,19 +123,24 @@ async def _trizre_run(port: int, workers: int, count: int, window: int) -> float
     ):
         with trio.fail_after(30):
             await client.wait_for_service("echo", workers)
-        left = count
-
-        async def loop() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                await client.request("echo", PAYLOAD)
-
         start = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            for _ in range(window):
-                nursery.start_soon(loop)
+        await pipeline(client, count, window)
         return count / (time.perf_counter() - start)
+
+
+async def pipeline(client: patterns.ServiceClient, count: int, window: int) -> None:
+    """``count`` requests to the "echo" service, ``window`` of them in flight at once."""
+    left = count
+
+    async def loop() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await client.request("echo", PAYLOAD)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(window):
+            nursery.start_soon(loop)
 
 
 def trizre_rate(workers: int, count: int, window: int) -> float:

@@ -72,20 +72,10 @@ async def run(requests: int, port: int) -> tuple[float, float, Counter[str]]:
         ):
             with trio.fail_after(30):
                 await client.wait_for_service("echo", WORKERS)
-            left = requests
-
-            async def loop() -> None:
-                nonlocal left
-                while left > 0:
-                    left -= 1
-                    await client.request("echo", bench.PAYLOAD)
-
             trio.lowlevel.add_instrument(steps)
             cpu, start = time.process_time(), time.perf_counter()
             with trio.fail_after(30 + requests / 500):
-                async with trio.open_nursery() as callers:
-                    for _ in range(bench.WINDOW):
-                        callers.start_soon(loop)
+                await bench.pipeline(client, requests, bench.WINDOW)
             elapsed, used = time.perf_counter() - start, time.process_time() - cpu
             trio.lowlevel.remove_instrument(steps)
         workers.cancel_scope.cancel()

@@ -352,13 +352,11 @@ class Elections:
             # A decided run, kept to count LEADERs: a higher wave is a new
             # election, which cannot win while a lower leader stands, unless
             # that leader leaves (its exit can reach us after this wave).
-            floor = self._standing(group, members)
-            if floor is not None and floor < candidate and floor != self.me:
+            if self._outranked(group, candidate, members):
                 self._set_aside(group, candidate, peer)
             return actions
         if run is None or candidate < run.caw:
-            floor = self._standing(group, members)
-            if floor is not None and floor < candidate and floor != self.me:
+            if self._outranked(group, candidate, members):
                 # A lower leader stands: this wave cannot win, unless it leaves.
                 self._set_aside(group, candidate, peer)
                 return actions
@@ -510,6 +508,11 @@ class Elections:
             self._ignored[group] = (candidate, {peer: None})
         elif candidate == kept[0]:
             kept[1][peer] = None
+
+    def _outranked(self, group: str, candidate: str, members: Collection[UUID]) -> bool:
+        """Whether a leader lower than ``candidate`` stands in ``group``, and it is not us."""
+        standing = self._standing(group, members)
+        return standing is not None and standing < candidate and standing != self.me
 
     def _standing(self, group: str, members: Collection[UUID]) -> str | None:
         """The leader we know in ``group``, if it is still there."""

@@ -1,42 +1,43 @@
-"""Two ZRE mailboxes on loopback greet each other with real ZRE frames.
+"""Two ZRE nodes on loopback greet each other, and what that looks like on the wire.
 
-The smallest end-to-end use of trizre's foundation: the wire codec encodes
-a HELLO and a two-frame WHISPER, the Trio socket layer carries them from a
-DEALER to a ROUTER over tcp://127.0.0.1, and the receiver decodes them.
+The smallest end-to-end use of trizre's public API: two nodes find each
+other by UDP beacon on ``lo``, one WHISPERs two frames to the other, and the
+receiver prints the event.  Then the same WHISPER is encoded with the public
+wire codec (``trizre.wire``) to show the ZRE frames that crossed the link.
 
     python examples/hello_loopback.py
 """
 
 from __future__ import annotations
 
-import uuid
-
 import trio
-import zmq
 
-from trizre._zsock import ZSocket, context
-from trizre.wire import Hello, Whisper, decode, encode
+import trizre
+from trizre import wire
 
 
 async def main() -> None:
-    alice, bob = uuid.uuid4(), uuid.uuid4()
-    with trio.fail_after(5):
-        inbox = ZSocket(context().socket(zmq.ROUTER))  # bob's mailbox
-        inbox.zmq_socket.bind("tcp://127.0.0.1:*")
-        endpoint = inbox.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        outbox = ZSocket(context().socket(zmq.DEALER))  # alice's link to bob
-        outbox.zmq_socket.setsockopt(zmq.IDENTITY, b"\x01" + alice.bytes)
-        outbox.zmq_socket.connect(endpoint)
-        async with inbox, outbox:
-            hello = Hello(1, "tcp://127.0.0.1:0", ("chat",), 1, "alice", {"X-DEMO": "yes"})
-            await outbox.send(encode(hello))
-            await outbox.send(encode(Whisper(2, (b"hello,", "Zoë".encode()))))
-            for _ in range(2):
-                identity, *frames = await inbox.receive()
-                sender = uuid.UUID(bytes=identity[1:])
-                message = decode(frames)
-                print(f"bob {bob.hex[:8]} got {type(message).__name__} from {sender.hex[:8]}:")
-                print(f"    {message}")
+    with trio.fail_after(10):
+        # interface="lo": beacons go to 127.255.255.255 and never leave this machine.
+        async with (
+            trizre.open_node("alice", interface="lo", headers={"X-DEMO": "yes"}) as alice,
+            trizre.open_node("bob", interface="lo") as bob,
+        ):
+            events = bob.events()
+            await alice.wait_for_peer("bob")
+            await alice.whisper(bob.uuid, b"hello,", "Zoë".encode())
+            async for event in events:
+                if isinstance(event, trizre.Enter):
+                    print(f"bob got Enter from {event.name}, headers {dict(event.headers)}")
+                elif isinstance(event, trizre.Whisper):
+                    print(f"bob got Whisper from {event.name}: {event.frames}")
+                    break
+            # The same message as ZRE frames (the sequence number is alice's
+            # second message to bob: HELLO was the first).
+            message = wire.Whisper(2, (b"hello,", "Zoë".encode()))
+            frames = wire.encode(message)
+            print(f"on the wire: {frames}")
+            print(f"decoded: {wire.decode(frames)}")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,18 @@ def test_usage_errors_exit_2_with_a_message(args: tuple[str, ...], message: str)
     assert "Traceback" not in result.stderr
 
 
+def test_audit_help_names_the_command_it_was_run_as() -> None:
+    assert cli("audit", "--help").stdout.startswith("usage: trizre audit ")
+    module = subprocess.run(
+        [sys.executable, "-m", "trizre.audit", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert module.stdout.startswith("usage: python -m trizre.audit ")
+
+
 def test_a_bad_interface_is_one_line_and_exit_1() -> None:
     result = cli("peers", "--interface", "nosuch0", "--wait", "0.1")
     assert result.returncode == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import signal
 import subprocess
 import sys
@@ -25,8 +26,25 @@ def test_hello_loopback_runs() -> None:
         timeout=30,
         check=True,
     )
-    assert "got Hello" in result.stdout
+    assert "bob got Enter from alice, headers {'X-DEMO': 'yes'}" in result.stdout
+    assert "bob got Whisper from alice: (b'hello,', b'Zo\\xc3\\xab')" in result.stdout
     assert "content=(b'hello,', b'Zo\\xc3\\xab')" in result.stdout
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_examples_use_only_the_public_api(path: Path) -> None:
+    """An example is what users copy: it imports no private module of trizre."""
+    tree = ast.parse(path.read_text())
+    private = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        private += [n for n in names if n.startswith("trizre") and "._" in n]
+    assert not private, f"{path.name} imports private names: {private}"
 
 
 def test_readme_code_blocks_run() -> None:

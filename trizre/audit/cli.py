@@ -148,9 +148,9 @@ def build_session(
     return spark
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "trizre audit") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m trizre.audit",
+        prog=prog,
         description=(
             "Audit the traces a fleet of trizre nodes recorded (docs/traces.md) with PySpark: "
             "lost, duplicated, double-replied and out-of-order requests, latency percentiles, "
@@ -310,9 +310,9 @@ def _print_summary(summary: Summary, out_dir: Path, stream: TextIO) -> None:
     print(f"report: {out_dir / 'report.html'}", file=stream)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; return its exit code."""
-    parser = _parser()
+def main(argv: Sequence[str] | None = None, *, prog: str = "trizre audit") -> int:
+    """Run the command; return its exit code. ``prog`` names it in usage and help."""
+    parser = _parser(prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

@@ -7,6 +7,7 @@ meets are nodes of this test process on the same beacon port.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -22,6 +23,8 @@ import trio
 import trizre
 from tests.guarded_cli import VIOLATION_EXIT
 from tests.nodes import FAST, free_udp_port, next_event
+from trizre.cli import _ping as ping_command
+from trizre.cli._common import CommandError
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARDED = [sys.executable, "-u", str(ROOT / "tests" / "guarded_cli.py")]
@@ -295,17 +298,47 @@ async def test_a_command_waiting_for_a_peer_stops_cleanly(signum: int, code: int
         assert out.strip() == ""
 
 
-async def test_ping_of_a_peer_that_never_comes_fails_after_count_on_sigterm() -> None:
+async def test_ping_of_a_peer_that_never_comes_stops_on_sigterm_without_a_loss_figure() -> None:
     port = free_udp_port()
     with trio.fail_after(60):
-        command = await start("ping", "nobody", *lo(port))
+        command = await start("ping", "nobody", *lo(port), "--wait", "600")
         async with trizre.open_node("probe", beacon_port=port, **FAST) as probe:
             await probe.wait_for_peer("trizre-ping")
         command.process.send_signal(signal.SIGTERM)
         code, out, err = await command.finish()
         assert code == 1  # nothing answered
-        assert "0 sent, 0 answered" in out
+        assert "% lost" not in out  # nothing was sent: no "0.0% lost"
         assert "waiting for nobody" in err and "Traceback" not in err
+
+
+def test_ping_of_a_peer_that_never_comes_fails_after_its_wait() -> None:
+    result = cli("ping", "nobody", *lo(free_udp_port()), "-c", "1", "--wait", "0.5")
+    assert result.returncode == 1, result.stderr
+    assert "no peer nobody appeared within 0.5 s" in result.stderr
+    assert "trizre peers" in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_ping_takes_a_uuid_and_refuses_an_ambiguous_name() -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("twin", beacon_port=port, **FAST) as one,
+            trizre.open_node("twin", beacon_port=port, **FAST) as two,
+            trizre.open_node("pinger", beacon_port=port, **FAST) as pinger,
+        ):
+            await one.wait_for_peer(two.uuid)
+            command = await start("ping", str(two.uuid), *lo(port), "-c", "1")
+            await command.expect(rf"^PING {two.uuid} \({two.uuid}\) at tcp://")
+            code, _, err = await command.finish()
+            assert code == 0, err
+            # The name's check, in process: the pinger has met both twins.
+            await pinger.wait_for_peer(one.uuid)
+            await pinger.wait_for_peer(two.uuid)
+            args = argparse.Namespace(peer="twin", wait=5.0)
+            with pytest.raises(CommandError, match="2 peers are named twin") as refused:
+                await ping_command._find(pinger, args)
+            assert "ping one by its UUID" in str(refused.value)
+            assert str(one.uuid) in str(refused.value) and str(two.uuid) in str(refused.value)
 
 
 # ------------------------------------------------------------------- chat

@@ -1,10 +1,15 @@
-"""``trizre ping NAME``: round trips to one peer until Ctrl-C, like ping.
+"""``trizre ping NAME|UUID``: round trips to one peer until Ctrl-C, like ping.
 
 Each round trip is a ZRE PING answered by the peer's PING-OK
 (:meth:`trizre.Node.ping`), so any ZRE peer can be pinged: zyre, pyre or
 trizre, with no echo server on the other side.  On Ctrl-C (or after
 ``--count`` pings) it prints how many were answered and the latency
 percentiles, and exits 0 if any was answered, else 1.
+
+The peer must appear within ``--wait`` seconds (default 5), else the
+command fails at once, saying so and pointing to ``trizre peers``.  A name
+that several present peers carry is refused, listing them: ping one by its
+UUID.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from uuid import UUID
 
 import trio
 
 from .._events import NodeError
+from .._node import Node
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    CommandError,
     add_node_options,
     open_command_node,
     positive_seconds,
@@ -29,7 +37,16 @@ from ._common import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's options (see the module docstring)."""
-    parser.add_argument("peer", metavar="NAME", help="the peer's name (as in trizre peers)")
+    parser.add_argument(
+        "peer", metavar="NAME|UUID", help="the peer's name or UUID (as in trizre peers)"
+    )
+    parser.add_argument(
+        "--wait",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="seconds to wait for the peer to appear (default 5)",
+    )
     parser.add_argument(
         "-c", "--count", type=_count, default=None, metavar="N", help="stop after N pings"
     )
@@ -79,6 +96,8 @@ class Tally:
     def summary(self) -> str:
         """ping's closing lines: loss, then min/avg/max and percentiles in milliseconds."""
         received = len(self.rtts)
+        if not self.sent:
+            return f"--- {printable(self.name)} ping statistics ---\nno ping sent"
         loss = 100.0 * (self.sent - received) / self.sent if self.sent else 0.0
         lines = [
             f"--- {printable(self.name)} ping statistics ---",
@@ -94,11 +113,36 @@ class Tally:
         return "\n".join(lines)
 
 
+def _target(text: str) -> str | UUID:
+    """A UUID when the text is one (with or without dashes), else a name."""
+    try:
+        return UUID(text)
+    except ValueError:
+        return text
+
+
+async def _find(node: Node, args: argparse.Namespace) -> UUID:
+    """The peer to ping, within ``--wait`` seconds; CommandError if none, or several."""
+    target = _target(args.peer)
+    print(f"waiting for {printable(args.peer)} ...", file=sys.stderr, flush=True)
+    with trio.move_on_after(args.wait):
+        peer = await node.wait_for_peer(target)
+        if isinstance(target, str) and len(same := node.find_peers(target)) > 1:
+            listed = ", ".join(f"{uuid} at {node.peer_address(uuid)}" for uuid in same)
+            raise CommandError(
+                f"{len(same)} peers are named {printable(target)}: {listed}; ping one by its UUID"
+            )
+        return peer
+    raise CommandError(
+        f"no peer {printable(args.peer)} appeared within {args.wait:g} s "
+        "(--wait S to wait longer; trizre peers lists the peers this node can see)"
+    )
+
+
 async def _ping(args: argparse.Namespace, tally: Tally) -> int:
     async with open_command_node(args, name="trizre-ping") as node:
+        peer = await _find(node, args)
         try:
-            print(f"waiting for {printable(args.peer)} ...", file=sys.stderr, flush=True)
-            peer = await node.wait_for_peer(args.peer)
             endpoint = node.peer_address(peer)
             print(f"PING {printable(args.peer)} ({peer}) at {endpoint}", flush=True)
             while args.count is None or tally.sent < args.count:
@@ -111,7 +155,7 @@ async def _ping(args: argparse.Namespace, tally: Tally) -> int:
                     print(f"no answer: seq={tally.sent}", flush=True)
                 except NodeError:
                     print(f"{printable(args.peer)} left: seq={tally.sent}", flush=True)
-                    peer = await node.wait_for_peer(args.peer)
+                    peer = await node.wait_for_peer(_target(args.peer))
                     endpoint = node.peer_address(peer)
                 else:
                     tally.rtts.append(rtt)

@@ -49,7 +49,28 @@ async def test_no_server_means_abandoned_after_exact_attempts(
                 await client.request(b"hello?")
             assert trio.current_time() - start == pytest.approx(7.5)
             assert caught.value.attempts == 3
-            assert "nobody" in str(caught.value)
+            # It says nothing was sent, rather than blaming a silent server.
+            assert caught.value.sent == 0 and caught.value.waited == pytest.approx(7.5)
+            assert "server nobody never appeared within 7.5 s: nothing was sent" in str(
+                caught.value
+            )
+
+
+async def test_a_service_with_no_worker_says_nobody_joined(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("lonely", beacon_port=port, **FAST) as cli,
+            patterns.open_service_client(cli) as client,
+        ):
+            with pytest.raises(patterns.RequestAbandoned) as caught:
+                await client.request("nosuch", b"hello?")
+            assert caught.value.sent == 0
+            message = str(caught.value)
+            assert "no worker joined service 'nosuch' within 7.5 s" in message
+            assert "3 attempts found nobody" in message
 
 
 async def test_a_hung_handler_is_retried_with_the_same_id_but_not_run_twice() -> None:

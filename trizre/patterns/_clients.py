@@ -125,7 +125,10 @@ async def _request(
         rid = f"{request_id:016x}" if tracer is not None else ""  # for the trace alone
         started = trio.current_time()
 
+        reached: set[int] = set()  # the attempts that went to some peer
+
         def sent(attempt: int, peer: UUID) -> None:
+            reached.add(attempt)
             if tracer is not None:
                 name = node.peer_name(peer) if peer in node.peers() else ""
                 tracer.record(
@@ -199,7 +202,13 @@ async def _request(
                     service=service,
                     attempt=policy.attempts,
                 )
-            raise RequestAbandoned(request_id, policy.attempts, describe)
+            raise RequestAbandoned(
+                request_id,
+                policy.attempts,
+                describe,
+                sent=len(reached),
+                waited=trio.current_time() - started,
+            )
         finally:
             router.close(request_id)
 
@@ -629,11 +638,13 @@ class FreelanceClient:
         message = proto.encode(proto.Request(request_id, self.service, tuple(frames)))
         async with router.in_flight:
             pending = router.open(request_id, self.service)
+            started, reached = trio.current_time(), 0
             try:
                 for attempt in range(policy.attempts):
                     with trio.move_on_after(policy.attempt_timeout):
                         while not (targets := self.live()):
                             await router.membership_changed()
+                        reached += 1
                         for peer in targets:
                             pending.sent_to.add(peer)  # a reply from any of them counts
                             with suppress(NodeError):
@@ -655,7 +666,13 @@ class FreelanceClient:
                             if refused >= set(targets):
                                 break  # all refused: the next attempt, at once
                     log.debug("request %#x: shotgun attempt %d unanswered", request_id, attempt + 1)
-                raise RequestAbandoned(request_id, policy.attempts, self._describe())
+                raise RequestAbandoned(
+                    request_id,
+                    policy.attempts,
+                    self._describe(),
+                    sent=reached,
+                    waited=trio.current_time() - started,
+                )
             finally:
                 router.close(request_id)
 

@@ -43,13 +43,43 @@ class RequestAbandoned(PatternError):
     The request may or may not have been executed (a server may have
     answered after we stopped listening): make requests idempotent, or use
     a server with a reply cache, if that matters.
+
+    ``sent`` counts the attempts that reached a peer and ``waited`` the
+    seconds the request waited in all; when ``sent`` is 0 nothing was ever
+    sent (no server, no worker in the service's group), and the message
+    says so instead of blaming silence.
     """
 
-    def __init__(self, request_id: int, attempts: int, target: str) -> None:
-        super().__init__(f"request {request_id:#x} to {target}: no reply after {attempts} attempts")
+    def __init__(
+        self,
+        request_id: int,
+        attempts: int,
+        target: str,
+        *,
+        sent: int | None = None,
+        waited: float | None = None,
+    ) -> None:
+        within = f" within {waited:.1f} s" if waited is not None else ""
+        if sent == 0:
+            nobody = (
+                f"no worker joined {target}"
+                if target.startswith("service ")
+                else f"{target} never appeared"
+            )
+            why = f"{nobody}{within}: nothing was sent ({attempts} attempts found nobody)"
+        elif sent is not None and sent < attempts:
+            why = (
+                f"no reply after {attempts} attempts{within} "
+                f"({sent} sent, {attempts - sent} found nobody to send to)"
+            )
+        else:
+            why = f"no reply after {attempts} attempts{within}"
+        super().__init__(f"request {request_id:#x} to {target}: {why}")
         self.request_id = request_id
         self.attempts = attempts
         self.target = target
+        self.sent = sent
+        self.waited = waited
 
 
 class RemoteError(PatternError):

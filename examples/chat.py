@@ -69,11 +69,19 @@ async def interactive(name: str, options: dict[str, object]) -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(print_events)
-            stdin = trio.wrap_file(sys.stdin)
-            async for line in stdin:
+            while line := await read_line():
                 if line.strip():
                     await node.shout(GROUP, line.rstrip("\n").encode())
             nursery.cancel_scope.cancel()
+
+
+async def read_line() -> str:
+    """One line of stdin ('' at its end), in a thread that Ctrl-C abandons.
+
+    A blocking read of a terminal cannot be cancelled; abandoning its thread
+    lets Ctrl-C end the program at once instead of after the next Enter.
+    """
+    return await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
 
 
 async def demo() -> None:
@@ -120,10 +128,17 @@ def main() -> None:
     parser.add_argument("--serve-gossip", metavar="ENDPOINT", help="serve gossip discovery here")
     parser.add_argument("--gossip", metavar="ENDPOINT", help="join the gossip served there")
     args = parser.parse_args()
-    if args.demo or not args.name:
-        trio.run(demo)
-    else:
-        trio.run(interactive, args.name, discovery(args))
+    interrupted = False
+    try:
+        if args.demo or not args.name:
+            trio.run(demo)
+        else:
+            trio.run(interactive, args.name, discovery(args))
+    except* KeyboardInterrupt:  # Ctrl-C: the node has left cleanly; no traceback
+        interrupted = True
+    if interrupted:
+        print("* bye", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,36 @@ def test_chat_between_two_processes(discovery: str, tmp_path: Path) -> None:
             proc.wait()
 
 
+def test_chat_stops_at_once_on_ctrl_c_without_a_traceback() -> None:
+    """Ctrl-C while waiting for a line ends the chat then, not after the next Enter."""
+    chat = [sys.executable, "-u", str(ROOT / "examples" / "chat.py")]
+    port = str(free_udp_port())
+    procs = {
+        name: subprocess.Popen(
+            [*chat, name, "--port", port],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("alice", "bob")
+    }
+    try:
+        alice, bob = procs["alice"], procs["bob"]
+        assert alice.stdout is not None and bob.stdout is not None
+        assert _read_until(alice.stdout, "* bob joined")  # alice now waits for a line
+        alice.send_signal(signal.SIGINT)
+        assert alice.wait(timeout=10) == 130  # stdin is still open: no Enter came
+        assert alice.stderr is not None
+        err = alice.stderr.read()
+        assert "Traceback" not in err and "* bye" in err
+        assert _read_until(bob.stdout, "* alice is gone")
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
 def _read_until(stream: IO[str], wanted: str, timeout: float = 10.0) -> bool:
     """Read lines until one contains ``wanted``; False if the deadline passes."""
     found = threading.Event()

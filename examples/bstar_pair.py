@@ -136,7 +136,11 @@ async def all_in_one(count: int, kill_at: int, pace: float) -> int:
     def stamp(text: str) -> None:
         timeline.append(f"{trio.current_time() - start:6.2f}s  {text}")
 
+    said: list[str] = []  # the signal that stopped the demo early, if one did
+    log: list[str] = []
+    answers: dict[int, bytes] = {}
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_on_signals, nursery.cancel_scope, said)
         primary_scope = trio.CancelScope()
 
         async def primary_role(
@@ -150,14 +154,13 @@ async def all_in_one(count: int, kill_at: int, pace: float) -> int:
         await primary.state.wait_value(State.ACTIVE)
         await backup.state.wait_value(State.PASSIVE)
         stamp("primary ACTIVE, backup PASSIVE")
+        print(f"pair ready; {count} requests follow (Ctrl-C stops with a report)", flush=True)
 
         async def watch(star: patterns.BinaryStarServer, who: str) -> None:
             async for state in star.state.eventual_values():
                 stamp(f"{who} is {state.name}")
 
         nursery.start_soon(watch, backup, "backup")
-        log: list[str] = []
-        answers: dict[int, bytes] = {}
 
         async def client_role() -> None:
             await run_client(port, count, pace, answers, note=log.append)
@@ -170,6 +173,9 @@ async def all_in_one(count: int, kill_at: int, pace: float) -> int:
         stamp(f"client done: {len(answers)} answered")
         nursery.cancel_scope.cancel()
 
+    if said:
+        stamp(f"stopped by {said[0]} after {len(answers)} of {count} requests")
+        count = len(answers)  # the requests never sent are not lost
     print("timeline:")
     for line in timeline:
         print("  " + line)
@@ -184,6 +190,8 @@ async def all_in_one(count: int, kill_at: int, pace: float) -> int:
         f"(primary {by['primary']}, backup {by['backup']})"
     )
     print(f"lost {len(lost)}, wrong answers {len(wrong)}, executed more than once {len(twice)}")
+    if said:
+        return 128 + getattr(signal, said[0])  # 130 for Ctrl-C, as the trizre command
     return 0 if not lost and not wrong and len(answers) == count else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import signal
 import subprocess
 import sys
@@ -161,6 +162,27 @@ def test_bstar_pair_all_in_one_fails_over_without_loss() -> None:
     # The request in flight at the kill may have run on the primary too (its
     # reply died with it): answers are exactly once, executions at least once.
     assert "requests sent 30, answered 30 (primary 1" in result.stdout
+
+
+def test_bstar_pair_all_in_one_stops_on_ctrl_c_with_a_partial_report() -> None:
+    demo = subprocess.Popen(
+        [sys.executable, "-u", str(ROOT / "examples" / "bstar_pair.py"), "--requests", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None and demo.stderr is not None
+        assert _read_until(demo.stdout, "pair ready; 100000 requests follow", timeout=30)
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=20) == 130
+        out, err = demo.stdout.read(), demo.stderr.read()
+        assert "Traceback" not in err, err
+        assert re.search(r"stopped by SIGINT after \d+ of 100000 requests", out), out
+        assert "lost 0, wrong answers 0" in out
+    finally:
+        demo.kill()
+        demo.wait()
 
 
 def test_bstar_pair_roles_in_separate_processes(tmp_path: Path) -> None:

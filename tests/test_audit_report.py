@@ -186,6 +186,8 @@ def test_a_clean_summary_passes_and_a_flagged_one_fails() -> None:
 def test_the_report_shows_the_verdict_input_flags_and_latency() -> None:
     html = _report.render_html(summary(lost=3), exit_code=1)
     assert '<span class="bad">FAIL</span>' in html and "exit code 1" in html
+    assert '<span class="bad">FAIL</span> — lost: 3 (exit code 1)' in html  # the why, at once
+    assert "see the flags below" not in html
     assert "/traces/&lt;run&gt; &amp; co" in html  # names are escaped
     assert "118 valid" in html
     assert '<span class="bad">lost</span>' in html and "fails the audit" in html

@@ -175,6 +175,38 @@ def test_each_tampering_fails_the_audit_with_a_message(
 
 
 @pytest.mark.parametrize(
+    ("edit", "name", "line", "why"),
+    [
+        (cut_mid_line, "primary", -1, "not JSON or cut short"),
+        (unknown_schema_version, "primary", -1, "of another schema version"),
+        (invalid_json, "client", 2, "not JSON or cut short"),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_a_line_that_cannot_be_judged_is_named_by_file_and_line(
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Edit,
+    name: str,
+    line: int,
+    why: str,
+) -> None:
+    """The operator is told where to look, and the page's headline says why it failed."""
+    directory = clean_traces(tmp_path / "traces")
+    edit(directory)
+    path = _file(directory, name)
+    number = line if line > 0 else len(path.read_text().splitlines())
+    code, said = audit(spark, directory, tmp_path, capsys)
+    assert code == cli.EXIT_FLAGGED, said
+    where = f"{path.resolve()} line {number}: {why}"
+    assert where in said, said
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "see the flags below" not in html
+    assert "1 line(s) could not be judged (first: " in html and f"line {number}: {why}" in html
+
+
+@pytest.mark.parametrize(
     ("make", "message"),
     [
         (lambda path: path.mkdir(), "no *.jsonl trace file"),

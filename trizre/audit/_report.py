@@ -22,6 +22,8 @@ from ._summary import (
     LatencyStats,
     LatencySummary,
     Summary,
+    failure_reasons,
+    where_line,
 )
 
 SUMMARY_FILE: Final = "summary.json"
@@ -340,7 +342,7 @@ def render_html(summary: Summary, exit_code: int) -> str:
     verdict = (
         '<span class="ok">PASS</span> — nothing lost, duplicated, double-replied or out of order'
         if exit_code == 0
-        else '<span class="bad">FAIL</span> — see the flags below'
+        else '<span class="bad">FAIL</span> — ' + _e("; ".join(failure_reasons(summary)))
     )
     out = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
@@ -357,7 +359,11 @@ def render_html(summary: Summary, exit_code: int) -> str:
                 [
                     "skipped",
                     f"{inp['malformed_lines']:,} malformed, {inp['other_version_lines']:,} "
-                    f"other schema version, {inp['incomplete_lines']:,} incomplete",
+                    f"other schema version, {inp['incomplete_lines']:,} incomplete"
+                    + "".join(
+                        f"<br><code>{_e(where_line(line))}</code>"
+                        for line in inp.get("unjudged") or []
+                    ),
                 ],
                 ["nodes", f"{inp['nodes']:,}"],
                 [

@@ -22,12 +22,14 @@ docs/audit.md.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, final
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -51,6 +53,7 @@ from ._summary import (
     RequestId,
     RequestSummary,
     Summary,
+    UnjudgedLine,
     failed,
 )
 from ._timeline import (
@@ -210,6 +213,87 @@ def tag_lines(raw: DataFrame, clock: str) -> DataFrame:
         F.col(clock).alias("ts"),
         *USED_COLUMNS,
     )
+
+
+UNJUDGED_LISTED: Final = 5
+"""How many lines the audit could not judge are named, by file and line."""
+
+_WHY: Final = {
+    "malformed": "not JSON or cut short",
+    "other-version": "of another schema version",
+    "incomplete": "without kind, node or time",
+}
+
+
+def unjudged_lines(raw: DataFrame, clock: str) -> list[UnjudgedLine]:
+    """The first few lines the audit could not judge: file, line number, why.
+
+    Spark reads files without line numbers, so it names the files and the
+    text of the bad lines; the numbers come from reading those few local
+    files again (``None`` for a file on a remote store or a line not found).
+    """
+    rows = (
+        raw.select(
+            F.input_file_name().alias("file"),
+            _line_status(clock).alias("status"),
+            F.col(S.CORRUPT_COLUMN).alias("text"),
+        )
+        .where(F.col("status") != "ok")
+        .limit(UNJUDGED_LISTED)
+        .collect()
+    )
+    found: list[UnjudgedLine] = []
+    taken: dict[str, set[int]] = {}
+    for row in rows:
+        uri, status = str(row["file"]), str(row["status"])
+        path = _local_path(uri)
+        line = _line_number(path, status, row["text"], clock, taken.setdefault(uri, set()))
+        found.append({"file": str(path or uri), "line": line, "why": _WHY[status]})
+    return found
+
+
+def _local_path(uri: str) -> Path | None:
+    if uri.startswith("file:"):
+        return Path(unquote(urlparse(uri).path))
+    return Path(uri) if uri.startswith("/") else None
+
+
+def _line_number(
+    path: Path | None, status: str, text: str | None, clock: str, taken: set[int]
+) -> int | None:
+    """The 1-based number of the first line of *path* with this status, not yet named."""
+    if path is None or not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if number in taken:
+                continue
+            if status == "malformed":
+                if text is not None and line.rstrip("\n") != text.rstrip("\n"):
+                    continue
+                if text is None:
+                    try:
+                        json.loads(line)
+                        continue
+                    except ValueError:
+                        pass
+            else:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                other = record.get("v") != T.SCHEMA_VERSION
+                if (status == "other-version") != other:
+                    continue
+                if status == "incomplete" and all(
+                    record.get(key) is not None for key in ("kind", "node", clock)
+                ):
+                    continue
+            taken.add(number)
+            return number
+    return None
 
 
 def valid_lines(tagged: DataFrame) -> DataFrame:
@@ -853,9 +937,11 @@ def audit(
     measured on 2 cores, persisting the parsed lines instead cost as much
     as it saved, and needs memory in proportion to the trace.
     """
+    raw = read_lines(spark, trace_path)
     return _audit(
         spark,
-        tag_lines(read_lines(spark, trace_path), clock),
+        tag_lines(raw, clock),
+        raw=raw,
         trace_path=trace_path,
         requests_path=requests_path,
         clock=clock,
@@ -867,6 +953,7 @@ def _audit(
     spark: SparkSession,
     tagged: DataFrame,
     *,
+    raw: DataFrame | None = None,
     trace_path: str,
     requests_path: str | None,
     clock: str,
@@ -897,8 +984,12 @@ def _audit(
             "nodes": len(ov.nodes),
             "start": ov.start,
             "end": ov.end,
+            "unjudged": [],
         },
     }
+    if raw is not None and ov.malformed + ov.other_version + ov.incomplete:
+        summary["input"]["unjudged"] = unjudged_lines(raw, clock)
+        lap("unjudged")
     if ov.valid == 0:
         return AuditResult(summary, None)
     lines = valid_lines(tagged)

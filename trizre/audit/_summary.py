@@ -62,8 +62,16 @@ REQUEST_COUNTS: Final = {
 """The keys of :attr:`RequestSummary.counts`, with their labels in the report."""
 
 
+class UnjudgedLine(TypedDict):
+    """A line the audit could not judge; ``line`` is 1-based, ``None`` when unknown."""
+
+    file: str
+    line: int | None
+    why: str
+
+
 class InputSummary(TypedDict):
-    """What was read."""
+    """What was read; ``unjudged`` names the first lines that could not be judged."""
 
     trace_path: str
     clock: str
@@ -76,6 +84,7 @@ class InputSummary(TypedDict):
     nodes: int
     start: float | None
     end: float | None
+    unjudged: NotRequired[list[UnjudgedLine]]
 
 
 class RequestId(TypedDict):
@@ -316,6 +325,30 @@ def unreadable(summary: Summary) -> int:
     """Lines the audit could not judge: malformed, of another schema version, or incomplete."""
     inp = summary["input"]
     return inp["malformed_lines"] + inp["other_version_lines"] + inp["incomplete_lines"]
+
+
+def failure_reasons(summary: Summary) -> list[str]:
+    """Why the audit fails, one short phrase per reason (empty when it passes)."""
+    reasons = []
+    if n := unreadable(summary):
+        where = summary["input"].get("unjudged") or []
+        first = f" (first: {where_line(where[0])})" if where else ""
+        reasons.append(f"{n:,} line(s) could not be judged{first}")
+    requests = summary.get("requests")
+    flags = requests["flags"] if requests is not None else {}
+    for name in FLAGS:
+        if name in flags and (count := flags[name]["count"]):
+            reasons.append(f"{name.replace('_', ' ')}: {count:,}")
+    bstar = summary.get("bstar")
+    if bstar is not None and (dual := len(bstar["dual_active"])):
+        reasons.append(f"two Binary Star servers ACTIVE at once: {dual:,} interval(s)")
+    return reasons
+
+
+def where_line(line: UnjudgedLine) -> str:
+    """``file line N: why``, for a person to open the file at that line."""
+    at = f" line {line['line']}" if line["line"] is not None else ""
+    return f"{line['file']}{at}: {line['why']}"
 
 
 def failed(summary: Summary) -> bool:

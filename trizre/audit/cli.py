@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TextIO
 
 from ._java import JavaError, find_java
-from ._summary import Summary, unreadable
+from ._summary import Summary, unreadable, where_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -278,6 +278,8 @@ def _print_summary(summary: Summary, out_dir: Path, stream: TextIO) -> None:
             "the verdict does not cover them",
             file=stream,
         )
+        for line in inp.get("unjudged") or []:
+            print(f"  {where_line(line)}", file=stream)
     req = summary.get("requests")
     if req:
         c = req["counts"]

@@ -182,6 +182,10 @@ async def test_errors_on_bad_input() -> None:
     with pytest.raises(ValueError, match="evasive_timeout"):
         async with trizre.open_node("x", beacon_port=port, evasive_timeout=0, interface="lo"):
             pass
+    # A header value that is not str is named, not a codec's AttributeError.
+    with pytest.raises(TypeError, match=r"header 'X-PORT': names and values are str, got str: int"):
+        async with trizre.open_node("x", beacon_port=port, headers={"X-PORT": 80}, **FAST):  # type: ignore[dict-item]
+            pass
     with pytest.raises(trizre.InterfaceError):
         async with trizre.open_node("x", beacon_port=port, interface="no-such-if0"):
             pass

@@ -48,6 +48,12 @@ def _headers(
         value = dict(value)
     if not isinstance(value, Mapping):
         raise TypeError(f"headers must be a mapping of str to str, got {type(value).__name__}")
+    for name, text in value.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise TypeError(
+                f"header {name!r}: names and values are str, got "
+                f"{type(name).__name__}: {type(text).__name__} (convert it: str(value))"
+            )
     return wire.Hello(1, "", (), 0, "", dict(value)).headers
 
 

@@ -1,8 +1,8 @@
 """Every ```python block in README.md, docs/ and patterns/ runs, on loopback, under the guard.
 
-Blocks are collected by ``tests/doc_snippets.py`` (which says how a
-fragment names the harness that gives it its nodes and servers); each runs
-in a child process in a fresh directory and must exit 0 within its time.
+Blocks are collected by ``tests/doc_snippets.py``; each is a whole program,
+run as a reader would paste it into a file, in a child process in a fresh
+directory, and must exit 0 within its time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import trizre
-from tests.doc_snippets import ROOT, SOURCES, Snippet, snippets
+from tests.doc_snippets import HARNESS_COMMENT, ROOT, SOURCES, Snippet, snippets
 
 SNIPPETS = snippets()
 GUARDED = [sys.executable, str(ROOT / "tests" / "guarded_snippet.py")]
@@ -29,6 +29,15 @@ def test_the_docs_have_snippets_and_name_loopback() -> None:
             assert 'interface="lo"' in snippet.code or 'discovery="gossip"' in snippet.code, (
                 f'{snippet.name}: a node in the docs must say interface="lo" (or explain)'
             )
+
+
+def test_every_snippet_is_a_whole_program() -> None:
+    """No harness and no top-level await: what is shown runs when pasted into a file."""
+    for pattern in SOURCES:
+        for path in sorted(ROOT.glob(pattern)):
+            assert not HARNESS_COMMENT.search(path.read_text()), f"{path}: a snippet harness"
+    for snippet in SNIPPETS:
+        compile(snippet.code, snippet.name, "exec")  # a top-level await is a SyntaxError
 
 
 # Fence labels the docs use; a new one is a decision (is it Python? then it runs).

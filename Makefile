@@ -134,6 +134,7 @@ audit: $(STAMP) java
 # The site (mkdocs-material, API reference by mkdocstrings) into site/;
 # --strict: a broken link or a docstring griffe cannot read fails the build.
 docs: $(DOCS_STAMP)
+	@bash scripts/fetch-mermaid.sh
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:

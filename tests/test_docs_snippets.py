@@ -41,7 +41,7 @@ def test_every_snippet_is_a_whole_program() -> None:
 
 
 # Fence labels the docs use; a new one is a decision (is it Python? then it runs).
-NOT_PYTHON = {"sh", "text", "json", ""}
+NOT_PYTHON = {"sh", "text", "json", "mermaid", ""}
 
 
 def test_no_python_escapes_the_collector() -> None:

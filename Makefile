@@ -101,6 +101,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_services_load.py --kill --json benchmarks/results/services_load_kill.json
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \
 		--json benchmarks/results/hostile_peer_60s.json
+	$(BIN)/python benchmarks/plots.py --results benchmarks/results --out docs/img
 
 # Mutation fuzzing, ten times what make test feeds: over a million inputs
 # each through the message decoder, and hundreds of thousands through the

@@ -357,7 +357,14 @@ def main() -> None:
         f"median (min-max) of {args.repeat}"
     )
     n = args.round_trips
-    results: dict[str, object] = {"load": load, "repeat": args.repeat}
+    results: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
+        "command": "benchmarks/trio_floor.py " + " ".join(sys.argv[1:]),
+        "python": sys.version.split()[0],
+        "cores": os.cpu_count(),
+        "load": load,
+        "repeat": args.repeat,
+    }
     results["pingpong"] = _table(
         "pingpong, pinging process's CPU",
         "round trips/s",

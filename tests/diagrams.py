@@ -8,6 +8,7 @@ document's copy differs from what the code draws today.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from collections.abc import Callable
@@ -56,8 +57,126 @@ def binary_star() -> str:
     return "\n".join(lines)
 
 
+# The package's rooms, bottom to top: every module of trizre/ belongs to one
+# (by path prefix, the longest that matches); the map draws the imports
+# between rooms as the code has them today.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "wire: codecs, sans I/O": ("wire/",),
+    "protocol rules: peer, presence, elections, gossip": (
+        "_peer.py",
+        "_presence.py",
+        "_election.py",
+        "_gossip.py",
+        "_config.py",
+        "_status.py",
+        "_trace.py",
+        "_events.py",
+    ),
+    "transport: sockets, links, discovery": (
+        "_zsock.py",
+        "_links.py",
+        "_session.py",
+        "_discovery.py",
+        "_gossip_service.py",
+        "_curve.py",
+        "_interfaces.py",
+        "_util.py",
+    ),
+    "node: open_node, subscriptions": (
+        "_node.py",
+        "_fanout.py",
+        "__init__.py",
+    ),
+    "patterns": ("patterns/",),
+    "mdp bridge": ("mdp/",),
+    "audit (PySpark)": ("audit/",),
+    "watch, cli": ("_monitor.py", "cli/", "__main__.py"),
+}
+"""Rooms, bottom to top, and the module paths (under ``trizre/``) in each."""
+
+
+def layer_of(module: str) -> str:
+    """The room of a module path under ``trizre/`` (the longest matching prefix)."""
+    best = max(
+        (
+            (prefix, layer)
+            for layer, prefixes in LAYERS.items()
+            for prefix in prefixes
+            if module == prefix or (module.startswith(prefix) and prefix.endswith("/"))
+        ),
+        key=lambda found: len(found[0]),
+        default=None,
+    )
+    if best is None:
+        raise KeyError(f"trizre/{module} is in no layer of tests/diagrams.py")
+    return best[1]
+
+
+def _imported(path: Path) -> set[str]:
+    """The trizre modules one file imports, as paths under ``trizre/``."""
+    package = ROOT / "trizre"
+    here = path.parent.relative_to(package).parts
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(here[: len(here) - node.level + 1])
+            elif node.module and node.module.split(".")[0] == "trizre":
+                base = []
+            else:
+                continue
+            parts = base + (node.module.split(".") if node.module else [])
+            if parts and parts[0] == "trizre" and not node.level:
+                parts = parts[1:]
+            # "from . import wire" imports the module wire; "from ._x import y"
+            # imports from the module _x.
+            modules = set()
+            for alias in node.names:
+                modules |= _resolve(package, [*parts, alias.name]) if alias.name != "*" else set()
+            found |= modules or _resolve(package, parts)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "trizre":
+                    found |= _resolve(package, alias.name.split(".")[1:])
+    return found
+
+
+def _resolve(package: Path, parts: list[str]) -> set[str]:
+    if not parts:
+        return {"__init__.py"}
+    stem = package.joinpath(*parts)
+    if stem.with_suffix(".py").is_file():
+        return {str(stem.with_suffix(".py").relative_to(package))}
+    if (stem / "__init__.py").is_file():
+        return {str((stem / "__init__.py").relative_to(package))}
+    return set()
+
+
+def layer_map() -> str:
+    """The rooms and the imports between them, as the code has them today."""
+    package = ROOT / "trizre"
+    edges: set[tuple[str, str]] = set()
+    for path in sorted(package.rglob("*.py")):
+        source = layer_of(str(path.relative_to(package)))
+        for module in _imported(path):
+            target = layer_of(module)
+            if target != source:
+                edges.add((source, target))
+    names = {layer: f"L{i}" for i, layer in enumerate(LAYERS)}
+    order = list(LAYERS)
+    lines = ["flowchart BT"]
+    lines += [f'    {names[layer]}["{layer}"]' for layer in LAYERS]
+    for a, b in sorted(edges, key=lambda e: (order.index(e[0]), order.index(e[1]))):
+        # An import from a lower room into a higher one is drawn dashed: a
+        # layer that leans on one above it.
+        arrow = "-. up .->" if order.index(b) > order.index(a) else "-->"
+        lines.append(f"    {names[a]} {arrow} {names[b]}")
+    return "\n".join(lines)
+
+
 DIAGRAMS: dict[str, tuple[str, Callable[[], str]]] = {
     "binary-star-fsm": ("patterns/binary-star.md", binary_star),
+    "layer-map": ("docs/architecture.md", layer_map),
 }
 
 

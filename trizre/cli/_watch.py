@@ -3,7 +3,9 @@
 The node joins the status group (:mod:`trizre._status`), so pattern
 servers tell it what they serve and Binary Star servers their state; the
 view shows peers with their presence, groups, services with their workers,
-each Binary Star pair with its servers' states and the last failover, and
+each Binary Star pair with its health (``ok``, ``degraded: no standby since
+...``, ``split brain``, ``down``), its servers' states and the last
+failover and why, and
 the latest events.
 
 * On a terminal: a live view (rich), redrawn on each change.
@@ -27,6 +29,7 @@ from ._web import AddressError, parse_address
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.text import Text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +49,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds).strftime("%H:%M:%S")
+
+
+HEALTH_STYLES = {"ok": "bold green", "degraded": "bold yellow", "split brain": "bold red"}
+
+
+def health_summary(health: dict[str, Any]) -> str:
+    """``ok``, ``degraded: no standby since 04:30:38``...: a pair's health in words."""
+    words = health["status"] if not health["reason"] else f"{health['status']}: {health['reason']}"
+    if health["since"] is not None and health["status"] != "ok":
+        words += f" since {_time(health['since'])}"
+    return words
+
+
+def health_text(health: dict[str, Any]) -> Text:
+    """The pair's health, coloured: green ok, yellow degraded, red otherwise."""
+    from rich.text import Text  # noqa: PLC0415
+
+    return Text(health_summary(health), style=HEALTH_STYLES.get(health["status"], "bold red"))
 
 
 def render(snapshot: dict[str, Any]) -> RenderableType:
@@ -90,20 +111,26 @@ def render(snapshot: dict[str, Any]) -> RenderableType:
         )
 
     pairs = Table(title="Binary Star pairs", title_justify="left", box=None, header_style="bold")
-    for column in ("pair", "servers", "last failover"):
+    for column in ("pair", "health", "servers", "last failover"):
         pairs.add_column(column)
     for pair in snapshot["pairs"]:
         servers = Text()
         for server in pair["servers"]:
             servers.append(printable(f"{server['name']} ({server['role']}) "))
-            if server.get("stale"):
-                servers.append(f"{printable(str(server['state']))} (stale: replaced)", "dim")
+            if server["state"] == "down":
+                heard = server.get("last_heard")
+                seen = f", last heard {_time(heard)}" if heard is not None else ""
+                servers.append(f"down{seen}", "red")
             else:
                 servers.append(printable(str(server["state"])), colours.get(server["state"], ""))
             servers.append("  ")
         last = pair["last_failover"]
-        failover = f"{_time(last['time'])} to {last['server']}" if last else "none"
-        pairs.add_row(text(pair["pair"]), servers, text(failover))
+        failover = (
+            f"{_time(last['time'])} to {last['server']} ({last['event']}: {last['why']})"
+            if last
+            else "none"
+        )
+        pairs.add_row(text(pair["pair"]), health_text(pair["health"]), servers, text(failover))
 
     log = Table(title="events", title_justify="left", box=None, show_header=False)
     log.add_column("time")

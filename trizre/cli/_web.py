@@ -5,8 +5,10 @@ the page reads the :class:`~trizre._monitor.Monitor` directly, with no
 thread and no copy; server-sent events because the page only listens, and
 an ``EventSource`` reconnects by itself.  No web framework: three routes.
 
-* ``GET /``: the page (``watch.html`` and ``watch.js``, shipped with the
-  package; no CDN, nothing fetched from elsewhere);
+* ``GET /``: the page (``watch.html``, ``watch.css`` and ``watch.js``,
+  shipped with the package; no CDN, nothing fetched from elsewhere; no
+  inline style or script, which the policy ``default-src 'self'`` would
+  block);
 * ``GET /snapshot.json``: the monitor's snapshot, once;
 * ``GET /events``: the snapshot at once and again at each change (at most
   ``max_rate`` times a second), as server-sent events, with a comment every
@@ -48,6 +50,9 @@ _SECURITY_HEADERS: Final = [
 _STATIC: Final = {
     "/": ("watch.html", b"text/html; charset=utf-8"),
     "/watch.js": ("watch.js", b"text/javascript; charset=utf-8"),
+    # A file, not an inline <style>: the policy above lets the browser apply
+    # only what the page's own origin serves.
+    "/watch.css": ("watch.css", b"text/css; charset=utf-8"),
 }
 
 

@@ -124,11 +124,18 @@ def test_the_older_claim_heard_on_and_the_newer_gone_leaves_the_older_serving() 
     assert [s.shown for s in health.servers] == ["ACTIVE", "down"]
 
 
+def test_a_backup_not_yet_passive_is_no_standby() -> None:
+    """A BACKUP that never heard the active one refuses clients: it cannot take over."""
+    health = pair_health([primary(), backup(state="BACKUP", transitions=())], T0)
+    assert (health.status, health.reason, health.standby) == ("degraded", "standby not ready", None)
+    assert health.summary() == "degraded: standby not ready"
+
+
 def test_servers_that_are_starting_serve_nobody_yet() -> None:
     health = pair_health(
         [primary(state="PRIMARY", transitions=()), backup(state="BACKUP", transitions=())], T0
     )
-    assert (health.status, health.since, health.standby) == ("down", None, "p")
+    assert (health.status, health.since, health.standby) == ("down", None, None)
 
 
 def test_bad_input_is_refused() -> None:

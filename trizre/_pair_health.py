@@ -84,9 +84,10 @@ class Failover:
 class PairHealth:
     """The judgement (the output); :meth:`summary` is its one-line text.
 
-    ``status`` is ``"ok"`` (one server serves, a standby waits),
+    ``status`` is ``"ok"`` (one server serves, a PASSIVE standby waits),
     ``"degraded"`` (one serves, no standby: ``reason`` says so, ``since``
-    since when), ``"split brain"`` (two servers heard claiming ACTIVE at
+    since when; or its partner has not yet become PASSIVE, ``"standby not
+    ready"``), ``"split brain"`` (two servers heard claiming ACTIVE at
     once) or ``"down"`` (no server serves).
     """
 
@@ -167,7 +168,10 @@ def pair_health(
         else:
             replaced.add(older.name)
     serving_ones = [s for s in servers if s.state == "ACTIVE" and s.up and s.name not in replaced]
-    standbys = [s for s in servers if s.up and s.state != "ACTIVE"]
+    # Only a PASSIVE server can take over: one still PRIMARY or BACKUP has
+    # not heard the active one yet, and refuses clients (the FSM's table).
+    standbys = [s for s in servers if s.up and s.state == "PASSIVE"]
+    waiting = [s for s in servers if s.up and s.state in ("PRIMARY", "BACKUP")]
     shown = tuple(
         ServerHealth(
             s.name,
@@ -187,6 +191,10 @@ def pair_health(
         return PairHealth("split brain", "both servers ACTIVE", since, None, None, shown, failover)
     if serving is not None and standby is not None:
         return PairHealth("ok", "", None, serving.name, standby.name, shown, failover)
+    if serving is not None and waiting:
+        return PairHealth(
+            "degraded", "standby not ready", None, serving.name, None, shown, failover
+        )
     if serving is not None:
         others = [s for s in servers if s is not serving]
         if not others:

@@ -185,6 +185,21 @@ class Monitor:
         """The log entries with a ``seq`` above ``since``, oldest first."""
         return [entry for entry in self._log if entry["seq"] > since]
 
+    def statuses(self) -> list[tuple[UUID, str, dict[str, Any]]]:
+        """Each present peer's announced statuses: (peer, its name, the status), by name.
+
+        What the metrics read (``trizre watch --metrics``): the counters a
+        server announces are in its status's ``stats``.
+        """
+        return sorted(
+            (
+                (peer, self._names.get(peer, str(peer)), status)
+                for peer, statuses in self._statuses.items()
+                for status in statuses.values()
+            ),
+            key=lambda item: (item[1], str(item[0]), item[2]["key"]),
+        )
+
     def snapshot(self) -> dict[str, Any]:
         """Everything the views show, as JSON-able data (see ``docs/operations.md``).
 

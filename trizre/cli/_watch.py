@@ -12,6 +12,8 @@ the latest events.
 * Piped or redirected: one line per event, with its time, for logs.
 * ``--web HOST:PORT``: the same view as a live page (``_web``), on
   loopback unless ``--web-allow-remote``; the URL served is printed.
+* ``--metrics HOST:PORT``: Prometheus metrics at ``/metrics``
+  (``_metrics``), on loopback unless ``--metrics-allow-remote``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--web-allow-remote",
         action="store_true",
         help="let --web bind an address other machines can reach (it shows your network)",
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="also serve Prometheus metrics at http://HOST:PORT/metrics (127.0.0.1:9464)",
+    )
+    parser.add_argument(
+        "--metrics-allow-remote",
+        action="store_true",
+        help="let --metrics bind an address other machines can reach (a Prometheus elsewhere)",
     )
     add_node_options(parser)
 
@@ -163,12 +175,16 @@ async def _lines(monitor: Monitor) -> None:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    address = None
-    if args.web is not None:
-        try:
+    address = metrics = None
+    try:
+        if args.web is not None:
             address = parse_address(args.web, allow_remote=args.web_allow_remote)
-        except AddressError as exc:
-            raise CommandError(str(exc)) from None
+        if args.metrics is not None:
+            metrics = parse_address(
+                args.metrics, allow_remote=args.metrics_allow_remote, option="--metrics"
+            )
+    except AddressError as exc:
+        raise CommandError(str(exc)) from None
     async with (
         # Beacons prove peers alive: an observer PINGs a quiet peer only once
         # per expired_timeout, and its log shows no "evasive" every few
@@ -182,6 +198,12 @@ async def _watch(args: argparse.Namespace) -> int:
 
             url = await nursery.start(serve_page, MonitorApp(monitor), *address)
             print(f"serving {url}", flush=True)
+        if metrics is not None:
+            from ._metrics import MetricsApp, registry_for  # noqa: PLC0415 - only for --metrics
+            from ._web import serve_page  # noqa: PLC0415
+
+            url = await nursery.start(serve_page, MetricsApp(registry_for(monitor)), *metrics)
+            print(f"serving metrics {url}metrics", flush=True)
         await (_terminal(monitor) if sys.stdout.isatty() else _lines(monitor))
     return 0
 

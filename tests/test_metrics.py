@@ -6,6 +6,8 @@ Prometheus would read it.
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +31,15 @@ from trizre.cli._web import serve_page
 from trizre.patterns import _server
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+ROOT = Path(__file__).resolve().parent.parent
+_SUFFIXES = re.compile(r"_(total|bucket|count|sum)$")
+
+
+def documented() -> set[str]:
+    """The metrics in the table of docs/operations.md, without _total."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text.split("### Metrics", 1)[1]
+    return {_SUFFIXES.sub("", name) for name in re.findall(r"^\| `(trizre_\w+)`", section, re.M)}
 
 
 def parse(text: str) -> Samples:
@@ -129,6 +140,14 @@ async def test_the_metrics_of_peers_services_and_a_pair(
                     > 0
                 ),
             )
+            # Every metric exported is documented, and every one documented exported.
+            families = {
+                family.name
+                for family in text_string_to_metric_families(
+                    generate_latest(registry_for(monitor)).decode()
+                )
+            }
+            assert families == documented()
 
 
 async def test_a_failover_shows_in_the_metrics(autojump_clock: trio.testing.MockClock) -> None:
@@ -303,3 +322,10 @@ def test_the_guard_catches_a_metrics_listener_beyond_loopback() -> None:
     assert result.returncode == VIOLATION_EXIT, result.stderr
     assert "TCP bind to ('0.0.0.0', 0)" in result.stderr  # ok-net
     assert "serving metrics" not in result.stdout
+
+
+def test_the_example_dashboard_uses_only_documented_metrics() -> None:
+    dashboard = json.loads((ROOT / "docs" / "grafana-trizre.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {_SUFFIXES.sub("", n) for e in exprs for n in re.findall(r"trizre_\w+", e)}
+    assert used and used <= documented(), used - documented()

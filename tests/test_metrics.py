@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import trizre
@@ -28,6 +28,7 @@ from trizre import patterns
 from trizre._monitor import Monitor, open_monitor
 from trizre.cli._metrics import MetricsApp, _histogram, registry_for
 from trizre.cli._web import serve_page
+from trizre.metrics import ClientCollector
 from trizre.patterns import _server
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -35,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _SUFFIXES = re.compile(r"_(total|bucket|count|sum)$")
 
 
-def documented() -> set[str]:
-    """The metrics in the table of docs/operations.md, without _total."""
+def documented(heading: str = "### Metrics") -> set[str]:
+    """The metrics in the table under ``heading`` in docs/operations.md, without _total."""
     text = (ROOT / "docs" / "operations.md").read_text()
-    section = text.split("### Metrics", 1)[1]
+    section = text.split(heading, 1)[1].split("\n### ", 1)[0]
     return {_SUFFIXES.sub("", name) for name in re.findall(r"^\| `(trizre_\w+)`", section, re.M)}
 
 
@@ -329,3 +330,62 @@ def test_the_example_dashboard_uses_only_documented_metrics() -> None:
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     used = {_SUFFIXES.sub("", n) for e in exprs for n in re.findall(r"trizre_\w+", e)}
     assert used and used <= documented(), used - documented()
+
+
+async def test_a_client_collector_counts_retries_refusals_abandons_and_times(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """What only the requesting side knows, exported from the client's own process."""
+    port = free_udp_port()
+    calls = 0
+
+    async def flaky(request: patterns.IncomingRequest) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            # Past the attempt timeout: the client sends it again, is told
+            # ACCEPTED (held here), and gets the reply when it comes.
+            await trio.sleep(1.5)
+        if request.body == (b"bad",):
+            raise ValueError("bad")
+        return b"ok"
+
+    policy = patterns.RetryPolicy(1.0, 2)
+    collector = ClientCollector()
+    with trio.fail_after(120):
+        async with (
+            trizre.open_node("worker", beacon_port=port, **MEMORY) as w,
+            patterns.open_server(w, flaky, service="echo", accept_after=5.0),
+            trizre.open_node("client", beacon_port=port, **MEMORY) as c,
+            patterns.open_service_client(c, policy) as client,
+            patterns.open_lazy_pirate_client(c, "nobody-yet", policy) as lonely,
+        ):
+            collector.add("orders", client)
+            collector.add("lonely", lonely)
+            await c.wait_for_peer("worker")
+            assert await client.request("echo", b"a") == (b"ok",)  # at once
+            assert await client.request("echo", b"b") == (b"ok",)  # after one retry
+            with pytest.raises(patterns.RemoteError):
+                await client.request("echo", b"bad")
+            with pytest.raises(patterns.RequestAbandoned):
+                await lonely.request(b"x")
+            registry = CollectorRegistry()
+            registry.register(collector)
+            samples = parse(generate_latest(registry).decode())
+    orders = {"client": "orders", "service": "echo"}
+    assert value(samples, "trizre_client_requests_total", **orders) == 3.0
+    assert value(samples, "trizre_client_retries_total", **orders) == 1.0
+    assert value(samples, "trizre_client_errors_total", **orders) == 1.0
+    assert value(samples, "trizre_client_abandoned_total", **orders) == 0.0
+    assert value(samples, "trizre_client_request_seconds_count", **orders) == 3.0
+    # The retried one took 1.5 s: the only one above 0.5 s.
+    assert value(samples, "trizre_client_request_seconds_bucket", le="0.5", **orders) == 2.0
+    assert value(samples, "trizre_client_request_seconds_bucket", le="2.5", **orders) == 3.0
+    lonely_labels = {"client": "lonely", "service": ""}
+    assert value(samples, "trizre_client_abandoned_total", **lonely_labels) == 1.0
+    assert value(samples, "trizre_client_retries_total", **lonely_labels) == 1.0
+    assert value(samples, "trizre_client_request_seconds_count", **lonely_labels) == 0.0
+    with pytest.raises(ValueError, match="non-empty"):
+        collector.add("", client)
+    families = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    assert families == documented("### Client metrics")

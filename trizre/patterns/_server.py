@@ -21,6 +21,7 @@ from .._node import Node
 from .._status import STATUS_GROUP, encode_status
 from .._util import unwrap_single_exception_group
 from . import _protocol as proto
+from ._common import LATENCY_BUCKETS
 
 __all__ = [
     "Handler",
@@ -40,23 +41,6 @@ STATS_INTERVAL: Final = 5.0
 Counters go out at most this often, and only while they change and a
 watcher is in the status group: an idle server, or one nobody watches,
 sends nothing and its announcing task sleeps."""
-
-LATENCY_BUCKETS: Final = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
-"""Upper bounds (seconds) of the handler-time histogram a server announces."""
 
 
 @final

@@ -323,12 +323,7 @@ class Monitor:
                         if failover
                         else None
                     ),
-                    "failovers": sum(
-                        1
-                        for server in seen
-                        for t in server.transitions
-                        if t[1] == "PASSIVE" and t[2] == "ACTIVE"
-                    ),
+                    "failovers": sum(star.failovers() for star in stars.values()),
                 }
             )
         return result
@@ -347,9 +342,17 @@ class _Star:
             for t in status.get("transitions", [])
             if isinstance(t, list) and len(t) == 4 and isinstance(t[0], (int, float))
         )
+        count = status.get("failovers")
+        self._failovers = count if isinstance(count, int) and count >= 0 else None
         self.gone = False
         self.up = True
         self.last_heard: float | None = now
+
+    def failovers(self) -> int:
+        """Its PASSIVE to ACTIVE changes: as it counts them, else in its (bounded) history."""
+        if self._failovers is not None:
+            return self._failovers
+        return sum(1 for t in self.transitions if t[1] == "PASSIVE" and t[2] == "ACTIVE")
 
     def seen(self) -> ServerSeen:
         since = max((t[0] for t in self.transitions), default=None)

@@ -127,7 +127,9 @@ def render(snapshot: dict[str, Any]) -> RenderableType:
         pairs.add_column(column)
     for pair in snapshot["pairs"]:
         servers = Text()
-        for server in pair["servers"]:
+        for index, server in enumerate(pair["servers"]):
+            if index:
+                servers.append("\n")  # one server a line
             servers.append(printable(f"{server['name']} ({server['role']}) "))
             if server["state"] == "down":
                 heard = server.get("last_heard")
@@ -135,7 +137,6 @@ def render(snapshot: dict[str, Any]) -> RenderableType:
                 servers.append(f"down{seen}", "red")
             else:
                 servers.append(printable(str(server["state"])), colours.get(server["state"], ""))
-            servers.append("  ")
         last = pair["last_failover"]
         failover = (
             f"{_time(last['time'])} to {last['server']} ({last['event']}: {last['why']})"

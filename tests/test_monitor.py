@@ -143,8 +143,19 @@ async def test_failover_and_a_worker_leaving_are_seen_and_logged(
                         monitor,
                         lambda s: bool(s["pairs"]) and s["pairs"][0]["last_failover"] is not None,
                     )
-                    assert snap["pairs"][0]["last_failover"]["server"] == "b"
-                    assert [x["state"] for x in snap["pairs"][0]["servers"]] == ["ACTIVE"]
+                    pair = snap["pairs"][0]
+                    assert pair["last_failover"]["server"] == "b"
+                    assert pair["last_failover"]["event"] == "CLIENT_REQUEST"
+                    assert "silent" in pair["last_failover"]["why"]
+                    # The primary that left stays in the row, down, with when it was heard.
+                    assert [(x["name"], x["state"]) for x in pair["servers"]] == [
+                        ("p", "down"),
+                        ("b", "ACTIVE"),
+                    ]
+                    assert pair["servers"][0]["last_heard"] is not None
+                    assert pair["health"]["status"] == "degraded"
+                    assert pair["health"]["serving"] == "b"
+                    assert pair["health"]["since"] <= pair["last_failover"]["time"]
                 # the worker's block ended: it left the group, so it serves nothing
                 snap = await until(monitor, lambda s: not s["services"])
                 # (the view reads the node's tables; the log, its events: a moment later)
@@ -175,35 +186,86 @@ async def test_monitor_bounds_its_log_and_rejects_bad_input(
                 assert len(monitor.log()) == 3
 
 
-async def test_an_active_server_that_died_silently_is_shown_stale(
+WALL = 1_000_000.0  # the watcher's wall clock in these tests: virtual time plus this
+
+
+def wall() -> float:
+    return WALL + trio.current_time()
+
+
+def star_status(role: str, partner: str, since: float) -> wire.Whisper:
+    old = "PASSIVE" if role == "backup" else "PRIMARY"
+    transition = [since, old, "ACTIVE", "CLIENT_REQUEST" if role == "backup" else "PEER_BACKUP"]
+    fields = {"key": "bstar", "kind": "bstar", "role": role, "partner": partner}
+    fields.update(state="ACTIVE", transitions=[transition])
+    return wire.Whisper(0, encode_status(fields))
+
+
+async def test_an_active_server_that_died_silently_is_shown_down(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """kill -9 of the active: it stays present until it expires, still saying ACTIVE."""
+    """kill -9 of the active: it stays present until it expires, its last word ACTIVE.
+
+    Its partner's takeover came after the watcher last heard it, so the row
+    shows it down, one ACTIVE, and the pair degraded since the takeover.
+    """
     port = free_udp_port()
-
-    def status(role: str, partner: str, since: float) -> wire.Whisper:
-        transition = [since, "PASSIVE" if role == "backup" else "PRIMARY", "ACTIVE", "X"]
-        fields = {"key": "bstar", "kind": "bstar", "role": role, "partner": partner}
-        fields.update(state="ACTIVE", transitions=[transition])
-        return wire.Whisper(0, encode_status(fields))
-
     with trio.fail_after(60):
         async with (
             trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher) as monitor,
+            open_monitor(watcher, clock=wall) as monitor,
             memory_raw_peer(watcher) as primary,
             memory_raw_peer(watcher) as backup,
         ):
             await primary.hello("p")
             await backup.hello("b")
-            for raw, message in (
-                (primary, status("primary", "b", 100.0)),
-                (backup, status("backup", "p", 200.0)),
-            ):
-                await raw.send(attrs.evolve(message, sequence=raw.next_seq()))
+            await primary.send(
+                attrs.evolve(star_status("primary", "b", wall()), sequence=primary.next_seq())
+            )
+            await trio.sleep(1.5)  # the primary is killed: it says nothing more
+            took_over = wall()
+            await backup.send(
+                attrs.evolve(star_status("backup", "p", took_over), sequence=backup.next_seq())
+            )
             snap = await until(
                 monitor, lambda s: bool(s["pairs"]) and len(s["pairs"][0]["servers"]) == 2
             )
-            servers = {s["name"]: s for s in snap["pairs"][0]["servers"]}
-            assert (servers["p"]["stale"], servers["b"]["stale"]) == (True, False)
-            assert servers["b"]["since"] == 200.0
+            pair = snap["pairs"][0]
+            servers = {s["name"]: s for s in pair["servers"]}
+            assert (servers["p"]["state"], servers["b"]["state"]) == ("down", "ACTIVE")
+            assert servers["p"]["claims"] == "ACTIVE"
+            # An in-process peer counts as heard while present (Node.peer_last_heard):
+            # here, up to the takeover, and not after it.
+            assert servers["p"]["last_heard"] == took_over
+            assert servers["b"]["since"] == took_over
+            assert pair["health"]["status"] == "degraded"
+            assert pair["health"]["since"] == took_over
+
+
+async def test_two_servers_heard_claiming_active_are_a_split_brain(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
+            open_monitor(watcher, clock=wall) as monitor,
+            memory_raw_peer(watcher) as primary,
+            memory_raw_peer(watcher) as backup,
+        ):
+            await primary.hello("p")
+            await backup.hello("b")
+            await primary.send(
+                attrs.evolve(star_status("primary", "b", wall()), sequence=primary.next_seq())
+            )
+            await trio.sleep(1.5)
+            await backup.send(
+                attrs.evolve(star_status("backup", "p", wall()), sequence=backup.next_seq())
+            )
+            await trio.sleep(3)  # beyond the margin, the primary still talks
+            await primary.send(wire.Ping(primary.next_seq()))
+            snap = await until(
+                monitor,
+                lambda s: bool(s["pairs"]) and s["pairs"][0]["health"]["status"] == "split brain",
+            )
+            assert [s["state"] for s in snap["pairs"][0]["servers"]] == ["ACTIVE", "ACTIVE"]

@@ -66,6 +66,7 @@ def test_the_wheel_holds_the_package_its_license_and_metadata(dist: Path) -> Non
         "trizre/cli/__init__.py",
         "trizre/cli/watch.html",
         "trizre/cli/watch.js",
+        "trizre/cli/watch.css",
         "trizre/patterns/__init__.py",
         "trizre/audit/cli.py",
         "trizre/wire/__init__.py",

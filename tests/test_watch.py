@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,12 @@ async def test_the_page_its_snapshot_and_its_live_stream() -> None:
             assert status.startswith("HTTP/1.1 200")
             assert b'<script src="/watch.js"></script>' in body
             assert headers["content-security-policy"].startswith("default-src 'self'")
+            # The policy blocks inline styles and scripts: the page has none.
+            assert b"<style" not in body and b" style=" not in body
+            assert b"<script>" not in body and b'<link rel="stylesheet" href="/watch.css">' in body
+            status, headers, body = await http(web, "/watch.css")
+            assert status.startswith("HTTP/1.1 200") and b".ACTIVE" in body
+            assert headers["content-type"].startswith("text/css")
             status, headers, body = await http(web, "/watch.js")
             assert status.startswith("HTTP/1.1 200") and b"textContent" in body
             assert b"innerHTML" not in body  # peers' text is never parsed as HTML
@@ -199,11 +206,39 @@ def test_the_terminal_view_shows_everything_and_escapes_peers_text() -> None:
                 "primary": "p",
                 "backup": "b",
                 "servers": [
-                    {"uuid": "2", "name": "b", "role": "backup", "state": "ACTIVE"},
-                    {"uuid": "3", "name": "p", "role": "primary", "state": "ACTIVE", "stale": True},
+                    {
+                        "uuid": "3",
+                        "name": "p",
+                        "role": "primary",
+                        "state": "down",
+                        "claims": "ACTIVE",
+                        "up": False,
+                        "last_heard": 5.0,
+                    },
+                    {
+                        "uuid": "2",
+                        "name": "b",
+                        "role": "backup",
+                        "state": "ACTIVE",
+                        "claims": "ACTIVE",
+                        "up": True,
+                        "last_heard": None,
+                    },
                 ],
+                "health": {
+                    "status": "degraded",
+                    "reason": "no standby",
+                    "since": 5.0,
+                    "serving": "b",
+                    "standby": None,
+                },
                 "history": [],
-                "last_failover": {"time": 0.0, "server": "b"},
+                "last_failover": {
+                    "time": 6.0,
+                    "server": "b",
+                    "event": "CLIENT_REQUEST",
+                    "why": "its partner was silent",
+                },
             }
         ],
         "log": [{"seq": 1, "time": 0.0, "kind": "enter", "text": "evil entered"}],
@@ -214,16 +249,19 @@ def test_the_terminal_view_shows_everything_and_escapes_peers_text() -> None:
     text = console.export_text()
     assert "\x1b" not in text
     assert "evil\\x1b[2J[bold]x[/bold]" in text  # escaped, and not taken as markup
+    five = datetime.fromtimestamp(5.0).strftime("%H:%M:%S")
     for wanted in (
         "silent",
         "X-A=b",
         "echo",
         "b (backup) ACTIVE",
-        "ACTIVE (stale",
-        "to b",
+        f"p (primary) down, last heard {five}",
+        f"degraded: no standby since {five}",
+        "to b (CLIENT_REQUEST: its partner was silent)",
         "evil entered",
     ):
         assert wanted in text, wanted
+    assert text.count("ACTIVE") == 1  # one pair, one server shown ACTIVE
 
 
 # ------------------------------------------------------------------ command

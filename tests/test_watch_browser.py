@@ -1,5 +1,9 @@
 """The monitoring page in headless Chromium: a peer appears, a Binary Star failover shows.
 
+It also checks the page is rendered as its stylesheet says (computed
+styles), and saves a screenshot of it (the docs show one made this way:
+``docs/img/watch-page.png``).
+
 The scenario (``tests/browser_watch.py``) runs whole inside a network
 namespace made for it, so neither the browser nor the nodes can send
 anything beyond it.  ``make test`` installs Chromium and chromedriver
@@ -45,18 +49,27 @@ pytestmark = [
 netns_pair = netns.netns_pair  # the fixture
 
 
-def test_the_page_shows_a_peer_appear_and_a_failover(netns_pair: NetnsPair) -> None:
+def test_the_page_shows_a_peer_appear_and_a_failover(netns_pair: NetnsPair, tmp_path: Path) -> None:
     inside, _ = netns_pair
+    screenshot = tmp_path / "watch-page.png"
     result = inside.run(
-        sys.executable, str(ROOT / "tests" / "browser_watch.py"), timeout=400, check=False
+        sys.executable,
+        str(ROOT / "tests" / "browser_watch.py"),
+        "--screenshot",
+        str(screenshot),
+        timeout=400,
+        check=False,
     )
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     for seen in (
         "saw the page live",
         "saw the newcomer appear",
-        "saw primary ACTIVE, backup PASSIVE",
+        "saw primary ACTIVE, backup PASSIVE, the pair ok",
         "saw the backup ACTIVE and the failover to it",
-        "saw the dead primary shown stale",
+        "saw the dead primary shown down and the pair degraded",
+        "saw one server ACTIVE",
+        "saw the page styled",  # computed styles: the stylesheet was applied
     ):
         assert seen in result.stdout, report
+    assert screenshot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, final
 from uuid import UUID
@@ -25,6 +25,7 @@ from trio_util import AsyncValue
 
 from ._events import Enter, Evasive, Event, Exit, Join, Leader, Leave, Shout, Silent, Whisper
 from ._node import Node
+from ._pair_health import SPLIT_BRAIN_MARGIN, ServerSeen, pair_health
 from ._status import OWN_GROUPS, STATUS_GROUP, decode_status
 from ._util import unwrap_single_exception_group
 
@@ -32,6 +33,9 @@ __all__ = ["Monitor", "open_monitor"]
 
 MAX_STATUSES_PER_PEER: Final = 64
 """Statuses kept per peer; more (a peer's junk) are ignored."""
+
+MAX_PAIRS: Final = 256
+"""Binary Star pairs remembered (a server that left stays in its pair's row); more are ignored."""
 
 
 @final
@@ -42,12 +46,22 @@ class Monitor:
     have changed: ``await monitor.version.wait_value(lambda v: v > seen)``.
     The log keeps the last ``log_size`` entries; each has a ``seq`` that
     grows by one, so a reader can ask for what it has not seen.
+
+    A Binary Star server is remembered after it leaves (at most one per
+    role for each of :data:`MAX_PAIRS` pairs), so that its pair's row shows
+    it down, with when it was last heard.  ``clock`` gives the wall-clock
+    time (seconds since the epoch) that the snapshot's health is judged at.
     """
 
-    def __init__(self, node: Node, *, log_size: int = 500) -> None:
+    def __init__(
+        self, node: Node, *, log_size: int = 500, clock: Callable[[], float] = time.time
+    ) -> None:
         if log_size < 1:
             raise ValueError(f"log_size must be at least 1, got {log_size}")
         self.node = node
+        self.clock = clock
+        # (primary name, backup name) -> role -> what we know of that server.
+        self._bstar: dict[tuple[str, str], dict[str, _Star]] = {}
         self.version: AsyncValue[int] = AsyncValue(0)
         self._log: deque[dict[str, Any]] = deque(maxlen=log_size)
         self._seq = 0
@@ -66,6 +80,7 @@ class Monitor:
                 self._presence.pop(peer, None)
                 self._note(now, "enter", f"{name} entered from {endpoint}", peer)
             case Exit(peer=peer, name=name):
+                self._star_left(peer, now)
                 self._presence.pop(peer, None)
                 self._names.pop(peer, None)
                 for status in self._statuses.pop(peer, {}).values():
@@ -103,12 +118,49 @@ class Monitor:
         old = statuses.get(key)
         statuses[key] = status
         if status["kind"] == "bstar":
+            self._star_said(peer, name, status, now)
             state = status.get("state")
             if old is None or old.get("state") != state:
                 role = status.get("role", "?")
                 self._note(now, "bstar", f"{name} ({role}) is {state}", peer)
         elif status["kind"] == "service" and old is None:
             self._note(now, "service", f"{name} serves {status.get('service')}", peer)
+
+    def _star_said(self, peer: UUID, name: str, status: dict[str, Any], now: float) -> None:
+        role = "primary" if status.get("role") == "primary" else "backup"
+        partner = str(status.get("partner", "?"))
+        key = (name, partner) if role == "primary" else (partner, name)
+        if key not in self._bstar and len(self._bstar) >= MAX_PAIRS:
+            return
+        # A server restarted under the same role replaces the one before it.
+        self._bstar.setdefault(key, {})[role] = _Star(peer, name, role, status, now)
+
+    def _star_left(self, peer: UUID, now: float) -> None:
+        for servers in self._bstar.values():
+            for star in servers.values():
+                if star.peer == peer and not star.gone:
+                    if star.up:
+                        # Responsive when it left: it said GOODBYE, heard now.
+                        star.last_heard = now
+                    star.gone = True
+                    star.up = False
+
+    def _heard(self, now: float) -> None:
+        """Note when each present Binary Star server was last heard (wall clock)."""
+        node = self.node
+        try:
+            trio_now = trio.current_time()
+        except RuntimeError:
+            return  # outside Trio (a test reading a snapshot): the last noted times stand
+        for servers in self._bstar.values():
+            for star in servers.values():
+                if star.gone:
+                    continue
+                with suppress(LookupError, trio.ClosedResourceError):
+                    star.up = node.peer_is_responsive(star.peer)
+                    star.last_heard = now - (trio_now - node.peer_last_heard(star.peer))
+                    continue
+                star.up = False
 
     def _note(self, now: float, kind: str, text: str, peer: UUID | None = None) -> None:
         self._seq += 1
@@ -122,7 +174,7 @@ class Monitor:
 
     def refresh(self) -> None:
         """Bump ``version`` if the snapshot changed without an event (a peer alive again)."""
-        digest = json.dumps(self._view(), sort_keys=True, default=str)
+        digest = json.dumps(self._view(self.clock()), sort_keys=True, default=str)
         if digest != self._digest:
             self._digest = digest
             self._bump()
@@ -133,15 +185,37 @@ class Monitor:
         """The log entries with a ``seq`` above ``since``, oldest first."""
         return [entry for entry in self._log if entry["seq"] > since]
 
+    def statuses(self) -> list[tuple[UUID, str, dict[str, Any]]]:
+        """Each present peer's announced statuses: (peer, its name, the status), by name.
+
+        What the metrics read (``trizre watch --metrics``): the counters a
+        server announces are in its status's ``stats``.
+        """
+        return sorted(
+            (
+                (peer, self._names.get(peer, str(peer)), status)
+                for peer, statuses in self._statuses.items()
+                for status in statuses.values()
+            ),
+            key=lambda item: (item[1], str(item[0]), item[2]["key"]),
+        )
+
     def snapshot(self) -> dict[str, Any]:
-        """Everything the views show, as JSON-able data (see ``docs/operations.md``)."""
-        view = self._view()
+        """Everything the views show, as JSON-able data (see ``docs/operations.md``).
+
+        ``time`` is when it was taken (``clock``); each pair carries its
+        ``health`` (:func:`~trizre._pair_health.pair_health`).
+        """
+        now = self.clock()
+        view = self._view(now)
         view["log"] = self.log()
         view["version"] = self.version.value
+        view["time"] = now
         return view
 
-    def _view(self) -> dict[str, Any]:
+    def _view(self, now: float) -> dict[str, Any]:
         node = self.node
+        self._heard(now)
         try:
             present = node.peers()
             groups = {g: node.peers_by_group(g) for g in node.peer_groups()}
@@ -176,7 +250,7 @@ class Monitor:
                 if group not in OWN_GROUPS
             },
             "services": self._services(groups, names),
-            "pairs": self._pairs(names),
+            "pairs": self._pairs(now),
         }
 
     def _services(
@@ -196,70 +270,106 @@ class Monitor:
             for name, workers in sorted(services.items())
         ]
 
-    def _pairs(self, names: dict[UUID, str]) -> list[dict[str, Any]]:
-        servers = [
-            (peer, status)
-            for peer, statuses in self._statuses.items()
-            if peer in names
-            for status in statuses.values()
-            if status["kind"] == "bstar"
-        ]
-        pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for peer, status in servers:
-            role = status.get("role")
-            own, partner = names[peer], str(status.get("partner", "?"))
-            key = (own, partner) if role == "primary" else (partner, own)
-            pairs.setdefault(key, []).append(
-                {
-                    "uuid": str(peer),
-                    "name": own,
-                    "role": role,
-                    "state": status.get("state"),
-                    "transitions": status.get("transitions", []),
-                }
-            )
+    def _pairs(self, now: float) -> list[dict[str, Any]]:
+        margin = SPLIT_BRAIN_MARGIN
         result = []
-        for (primary, backup), members in sorted(pairs.items()):
-            for member in members:
-                times = [t[0] for t in member["transitions"] if isinstance(t, list) and t]
-                member["since"] = max(times, default=None)
-                member["stale"] = False
-            # Two servers saying ACTIVE: the one that became active last took
-            # over from the other, which died without a word (kill -9) and
-            # stays present until it expires.  A real split brain ends both.
-            actives = [m for m in members if m["state"] == "ACTIVE"]
-            for member in sorted(actives, key=lambda m: m["since"] or 0.0)[:-1]:
-                member["stale"] = True
+        for (primary, backup), stars in sorted(self._bstar.items()):
+            seen = [star.seen() for star in stars.values()]
+            health = pair_health(seen, now, margin=margin)
             history = sorted(
-                [t[0], member["name"], t[1], t[2], t[3]]
-                for member in members
-                for t in member.pop("transitions")
-                if isinstance(t, list) and len(t) == 4
+                (t[0], server.name, t[1], t[2], t[3]) for server in seen for t in server.transitions
             )[-20:]
-            failovers = [h for h in history if h[3] == "ACTIVE" and h[2] == "PASSIVE"]
+            by_name = {star.name: star for star in stars.values()}
+            servers = [
+                {
+                    "uuid": str(by_name[shown.name].peer),
+                    "name": shown.name,
+                    "role": shown.role,
+                    # What the views show: "down" for a server that no longer serves.
+                    "state": shown.shown,
+                    "claims": shown.claims,
+                    "up": shown.up,
+                    "gone": by_name[shown.name].gone,
+                    "since": next(s.since for s in seen if s.name == shown.name),
+                    "last_heard": None if shown.up else shown.last_heard,
+                }
+                for shown in health.servers
+            ]
+            failover = health.last_failover
             result.append(
                 {
                     "pair": f"{primary} / {backup}",
                     "primary": primary,
                     "backup": backup,
-                    "servers": sorted(members, key=lambda m: m["role"] != "primary"),
+                    "servers": servers,
+                    "health": {
+                        "status": health.status,
+                        "reason": health.reason,
+                        "since": health.since,
+                        "serving": health.serving,
+                        "standby": health.standby,
+                    },
                     "history": [
                         {"time": t, "server": s, "old": o, "new": n, "event": e}
                         for t, s, o, n, e in history
                     ],
                     "last_failover": (
-                        {"time": failovers[-1][0], "server": failovers[-1][1]}
-                        if failovers
+                        {
+                            "time": failover.time,
+                            "server": failover.server,
+                            "event": failover.event,
+                            "why": failover.why,
+                        }
+                        if failover
                         else None
                     ),
+                    "failovers": sum(star.failovers() for star in stars.values()),
                 }
             )
         return result
 
 
+class _Star:
+    """What the monitor knows of one Binary Star server (mutable: it is updated in place)."""
+
+    def __init__(self, peer: UUID, name: str, role: str, status: dict[str, Any], now: float):
+        self.peer = peer
+        self.name = name
+        self.role = role
+        self.state = status.get("state")
+        self.transitions = tuple(
+            (float(t[0]), str(t[1]), str(t[2]), str(t[3]))
+            for t in status.get("transitions", [])
+            if isinstance(t, list) and len(t) == 4 and isinstance(t[0], (int, float))
+        )
+        count = status.get("failovers")
+        self._failovers = count if isinstance(count, int) and count >= 0 else None
+        self.gone = False
+        self.up = True
+        self.last_heard: float | None = now
+
+    def failovers(self) -> int:
+        """Its PASSIVE to ACTIVE changes: as it counts them, else in its (bounded) history."""
+        if self._failovers is not None:
+            return self._failovers
+        return sum(1 for t in self.transitions if t[1] == "PASSIVE" and t[2] == "ACTIVE")
+
+    def seen(self) -> ServerSeen:
+        since = max((t[0] for t in self.transitions), default=None)
+        return ServerSeen(
+            self.name,
+            self.role,
+            None if self.state is None else str(self.state),
+            since,
+            self.up and not self.gone,
+            self.last_heard,
+            self.transitions,
+        )
+
+
 @asynccontextmanager
 async def open_monitor(
-    node: Node, *, log_size: int = 500, refresh: float = 1.0
+    node: Node, *, log_size: int = 500, refresh: float = 1.0, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[Monitor]:
     """Watch the network from ``node``: join the status group and keep a :class:`Monitor`.
 
@@ -272,12 +382,12 @@ async def open_monitor(
     """
     if not refresh > 0:
         raise ValueError(f"refresh must be a positive number of seconds, got {refresh!r}")
-    monitor = Monitor(node, log_size=log_size)
+    monitor = Monitor(node, log_size=log_size, clock=clock)
     events = node.events(max_buffer=10_000)
 
     async def feed() -> None:
         async for event in events:
-            monitor.apply(event, time.time())
+            monitor.apply(event, clock())
 
     async def tick() -> None:
         while True:

@@ -3,13 +3,17 @@
 The node joins the status group (:mod:`trizre._status`), so pattern
 servers tell it what they serve and Binary Star servers their state; the
 view shows peers with their presence, groups, services with their workers,
-each Binary Star pair with its servers' states and the last failover, and
+each Binary Star pair with its health (``ok``, ``degraded: no standby since
+...``, ``split brain``, ``down``), its servers' states and the last
+failover and why, and
 the latest events.
 
 * On a terminal: a live view (rich), redrawn on each change.
 * Piped or redirected: one line per event, with its time, for logs.
 * ``--web HOST:PORT``: the same view as a live page (``_web``), on
   loopback unless ``--web-allow-remote``; the URL served is printed.
+* ``--metrics HOST:PORT``: Prometheus metrics at ``/metrics``
+  (``_metrics``), on loopback unless ``--metrics-allow-remote``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ._web import AddressError, parse_address
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.text import Text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,11 +46,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let --web bind an address other machines can reach (it shows your network)",
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="also serve Prometheus metrics at http://HOST:PORT/metrics (127.0.0.1:9464)",
+    )
+    parser.add_argument(
+        "--metrics-allow-remote",
+        action="store_true",
+        help="let --metrics bind an address other machines can reach (a Prometheus elsewhere)",
+    )
     add_node_options(parser)
 
 
 def _time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds).strftime("%H:%M:%S")
+
+
+HEALTH_STYLES = {"ok": "bold green", "degraded": "bold yellow", "split brain": "bold red"}
+
+
+def health_summary(health: dict[str, Any]) -> str:
+    """``ok``, ``degraded: no standby since 04:30:38``...: a pair's health in words."""
+    words = health["status"] if not health["reason"] else f"{health['status']}: {health['reason']}"
+    if health["since"] is not None and health["status"] != "ok":
+        words += f" since {_time(health['since'])}"
+    return words
+
+
+def health_text(health: dict[str, Any]) -> Text:
+    """The pair's health, coloured: green ok, yellow degraded, red otherwise."""
+    from rich.text import Text  # noqa: PLC0415
+
+    return Text(health_summary(health), style=HEALTH_STYLES.get(health["status"], "bold red"))
 
 
 def render(snapshot: dict[str, Any]) -> RenderableType:
@@ -90,20 +123,27 @@ def render(snapshot: dict[str, Any]) -> RenderableType:
         )
 
     pairs = Table(title="Binary Star pairs", title_justify="left", box=None, header_style="bold")
-    for column in ("pair", "servers", "last failover"):
+    for column in ("pair", "health", "servers", "last failover"):
         pairs.add_column(column)
     for pair in snapshot["pairs"]:
         servers = Text()
-        for server in pair["servers"]:
+        for index, server in enumerate(pair["servers"]):
+            if index:
+                servers.append("\n")  # one server a line
             servers.append(printable(f"{server['name']} ({server['role']}) "))
-            if server.get("stale"):
-                servers.append(f"{printable(str(server['state']))} (stale: replaced)", "dim")
+            if server["state"] == "down":
+                heard = server.get("last_heard")
+                seen = f", last heard {_time(heard)}" if heard is not None else ""
+                servers.append(f"down{seen}", "red")
             else:
                 servers.append(printable(str(server["state"])), colours.get(server["state"], ""))
-            servers.append("  ")
         last = pair["last_failover"]
-        failover = f"{_time(last['time'])} to {last['server']}" if last else "none"
-        pairs.add_row(text(pair["pair"]), servers, text(failover))
+        failover = (
+            f"{_time(last['time'])} to {last['server']} ({last['event']}: {last['why']})"
+            if last
+            else "none"
+        )
+        pairs.add_row(text(pair["pair"]), health_text(pair["health"]), servers, text(failover))
 
     log = Table(title="events", title_justify="left", box=None, show_header=False)
     log.add_column("time")
@@ -136,12 +176,16 @@ async def _lines(monitor: Monitor) -> None:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    address = None
-    if args.web is not None:
-        try:
+    address = metrics = None
+    try:
+        if args.web is not None:
             address = parse_address(args.web, allow_remote=args.web_allow_remote)
-        except AddressError as exc:
-            raise CommandError(str(exc)) from None
+        if args.metrics is not None:
+            metrics = parse_address(
+                args.metrics, allow_remote=args.metrics_allow_remote, option="--metrics"
+            )
+    except AddressError as exc:
+        raise CommandError(str(exc)) from None
     async with (
         # Beacons prove peers alive: an observer PINGs a quiet peer only once
         # per expired_timeout, and its log shows no "evasive" every few
@@ -155,6 +199,12 @@ async def _watch(args: argparse.Namespace) -> int:
 
             url = await nursery.start(serve_page, MonitorApp(monitor), *address)
             print(f"serving {url}", flush=True)
+        if metrics is not None:
+            from ._metrics import MetricsApp, registry_for  # noqa: PLC0415 - only for --metrics
+            from ._web import serve_page  # noqa: PLC0415
+
+            url = await nursery.start(serve_page, MetricsApp(registry_for(monitor)), *metrics)
+            print(f"serving metrics {url}metrics", flush=True)
         await (_terminal(monitor) if sys.stdout.isatty() else _lines(monitor))
     return 0
 

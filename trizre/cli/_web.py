@@ -5,8 +5,10 @@ the page reads the :class:`~trizre._monitor.Monitor` directly, with no
 thread and no copy; server-sent events because the page only listens, and
 an ``EventSource`` reconnects by itself.  No web framework: three routes.
 
-* ``GET /``: the page (``watch.html`` and ``watch.js``, shipped with the
-  package; no CDN, nothing fetched from elsewhere);
+* ``GET /``: the page (``watch.html``, ``watch.css`` and ``watch.js``,
+  shipped with the package; no CDN, nothing fetched from elsewhere; no
+  inline style or script, which the policy ``default-src 'self'`` would
+  block);
 * ``GET /snapshot.json``: the monitor's snapshot, once;
 * ``GET /events``: the snapshot at once and again at each change (at most
   ``max_rate`` times a second), as server-sent events, with a comment every
@@ -48,15 +50,23 @@ _SECURITY_HEADERS: Final = [
 _STATIC: Final = {
     "/": ("watch.html", b"text/html; charset=utf-8"),
     "/watch.js": ("watch.js", b"text/javascript; charset=utf-8"),
+    # A file, not an inline <style>: the policy above lets the browser apply
+    # only what the page's own origin serves.
+    "/watch.css": ("watch.css", b"text/css; charset=utf-8"),
 }
 
 
 class AddressError(ValueError):
-    """A ``--web`` address that is malformed, or not loopback without the flag."""
+    """A ``--web`` or ``--metrics`` address that is malformed, or not loopback without the flag."""
 
 
-def parse_address(text: str, *, allow_remote: bool = False) -> tuple[str, int]:
+def parse_address(
+    text: str, *, allow_remote: bool = False, option: str = "--web"
+) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8080`` for IPv6; port 0 picks one) as (host, port).
+
+    ``option`` names the option in messages (``--web``, ``--metrics``);
+    its ``OPTION-allow-remote`` flag is the one that allows other hosts.
 
     Raises:
         AddressError: malformed, a port outside 0..65535, or a host that is
@@ -65,20 +75,20 @@ def parse_address(text: str, *, allow_remote: bool = False) -> tuple[str, int]:
     """
     host, sep, port_text = text.rpartition(":")
     if not sep or not host:
-        raise AddressError(f"--web wants HOST:PORT, such as 127.0.0.1:8080, not {text!r}")
+        raise AddressError(f"{option} wants HOST:PORT, such as 127.0.0.1:8080, not {text!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     try:
         port = int(port_text)
     except ValueError:
-        raise AddressError(f"not a port number in --web {text!r}") from None
+        raise AddressError(f"not a port number in {option} {text!r}") from None
     if not 0 <= port <= 65535:
-        raise AddressError(f"port out of range 0..65535 in --web {text!r}")
+        raise AddressError(f"port out of range 0..65535 in {option} {text!r}")
     if not allow_remote and not _is_loopback(host):
         raise AddressError(
-            f"--web {text}: the page would be reachable from other machines and it "
+            f"{option} {text}: it would be reachable from other machines and it "
             "shows your network; bind a loopback address (127.0.0.1:PORT), or pass "
-            "--web-allow-remote if that is what you want"
+            f"{option}-allow-remote if that is what you want"
         )
     return host, port
 
@@ -123,17 +133,17 @@ class MonitorApp:
             return  # websockets: not served
         path, method = scope["path"], scope["method"]
         if method not in ("GET", "HEAD"):
-            await _respond(send, 405, b"text/plain", b"method not allowed\n")
+            await respond(send, 405, b"text/plain", b"method not allowed\n")
         elif path in self._assets:
             body, kind = self._assets[path]
-            await _respond(send, 200, kind, body, head=method == "HEAD")
+            await respond(send, 200, kind, body, head=method == "HEAD")
         elif path == "/snapshot.json":
             body = json.dumps(self.monitor.snapshot()).encode()
-            await _respond(send, 200, b"application/json", body, head=method == "HEAD")
+            await respond(send, 200, b"application/json", body, head=method == "HEAD")
         elif path == "/events":
             await self._events(receive, send)
         else:
-            await _respond(send, 404, b"text/plain", b"not found\n")
+            await respond(send, 404, b"text/plain", b"not found\n")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -146,7 +156,7 @@ class MonitorApp:
 
     async def _events(self, receive: Receive, send: Send) -> None:
         if self.clients.value >= self.max_clients:
-            await _respond(send, 503, b"text/plain", b"too many watchers of this page\n")
+            await respond(send, 503, b"text/plain", b"too many watchers of this page\n")
             return
         self.clients.value += 1
         try:
@@ -191,9 +201,8 @@ class MonitorApp:
                 )
 
 
-async def _respond(
-    send: Send, status: int, kind: bytes, body: bytes, *, head: bool = False
-) -> None:
+async def respond(send: Send, status: int, kind: bytes, body: bytes, *, head: bool = False) -> None:
+    """Send one whole response, with the security headers (no body for HEAD)."""
     await send(
         {
             "type": "http.response.start",
@@ -210,13 +219,15 @@ async def _respond(
 
 
 async def serve_page(
-    app: MonitorApp,
+    app: Callable[[Scope, Receive, Send], Awaitable[None]],
     host: str,
     port: int,
     *,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` at ``host:port`` until cancelled; report the URL it serves.
+    """Serve the ASGI ``app`` (the page, the metrics) at ``host:port`` until cancelled.
+
+    Reports the URL it serves through ``task_status``.
 
     Cancellation closes the listening socket and every open stream.  Raises
     ``OSError`` when the address cannot be bound (in use, not ours).
@@ -233,7 +244,12 @@ async def serve_page(
         task_status.started(bound[0].rstrip("/") + "/")
 
 
-async def _serve(app: MonitorApp, config: Any, *, task_status: trio.TaskStatus[list[str]]) -> None:
+async def _serve(
+    app: Callable[[Scope, Receive, Send], Awaitable[None]],
+    config: Any,
+    *,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
     from hypercorn.trio import serve  # noqa: PLC0415
 
     await serve(app, config, task_status=task_status)  # type: ignore[arg-type]

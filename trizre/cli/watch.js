@@ -50,37 +50,42 @@ function render(snap) {
         { "data-service": s.service, "data-workers": String(s.workers.length) })),
     "no services", 2);
 
-  const pairs = document.getElementById("pairs");
-  pairs.replaceChildren();
-  if (!snap.pairs.length) pairs.appendChild(el("div", "no Binary Star pairs", { class: "empty" }));
-  for (const pair of snap.pairs) {
-    const box = el("div", null, { "data-pair": pair.pair });
-    const head = el("div");
+  fill(document.querySelector("#pairs tbody"), snap.pairs.map((pair) => {
+    const health = pair.health;
+    let words = health.reason ? health.status + ": " + health.reason : health.status;
+    if (health.since !== null && health.status !== "ok") words += " since " + when(health.since);
+    const servers = el("div", null, { class: "servers" });
     for (const server of pair.servers) {
-      head.appendChild(el("span", server.name + " (" + server.role + ") ", {}));
-      const shown = server.stale ? server.state + " (stale: replaced)" : server.state;
-      head.appendChild(el("span", shown, {
-        class: server.stale ? "stale" : server.state,
+      const line = el("div");
+      line.appendChild(el("span", server.name + " (" + server.role + ") "));
+      const down = server.state === "down";
+      const shown = down && server.last_heard !== null ? "down, last heard " + when(server.last_heard) : server.state;
+      line.appendChild(el("span", shown, {
+        class: down ? "down" : server.state,
         "data-server": server.name,
         "data-state": server.state,
-        "data-stale": server.stale ? "1" : "0",
+        "data-up": server.up ? "1" : "0",
       }));
-      head.appendChild(document.createTextNode("   "));
+      servers.appendChild(line);
     }
-    box.appendChild(head);
     const last = pair.last_failover;
-    box.appendChild(el("div", last ? "last failover: " + when(last.time) + " to " + last.server : "no failover yet",
-      { "data-last-failover": last ? last.server : "" }));
-    const table = el("table");
-    const body = el("tbody");
-    for (const t of pair.history.slice().reverse()) {
-      body.appendChild(row([when(t.time), t.server, t.old + " \u2192 " + t.new, t.event],
-        { "data-transition": t.server + ":" + t.new }));
-    }
-    table.appendChild(body);
-    box.appendChild(table);
-    pairs.appendChild(box);
+    return row([
+      pair.pair,
+      el("span", words, { class: "health-" + health.status.split(" ")[0], "data-health": health.status }),
+      servers,
+      el("span", last ? when(last.time) + " to " + last.server + " (" + last.event + ": " + last.why + ")" : "none",
+        { "data-last-failover": last ? last.server : "" }),
+    ], { "data-pair": pair.pair });
+  }), "no Binary Star pairs", 4);
+
+  const transitions = [];
+  for (const pair of snap.pairs) {
+    for (const t of pair.history) transitions.push([t, pair.pair]);
   }
+  transitions.sort((a, b) => b[0].time - a[0].time);
+  fill(document.querySelector("#transitions tbody"), transitions.slice(0, 40).map(([t, name]) =>
+    row([when(t.time), name, t.server, t.old + " \u2192 " + t.new, t.event],
+        { "data-transition": t.server + ":" + t.new })), "no transitions", 5);
 
   const log = document.getElementById("log");
   if (snap.log.length && snap.log[snap.log.length - 1].seq < lastSeq) {

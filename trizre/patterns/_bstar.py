@@ -88,6 +88,7 @@ class BinaryStarServer:
         )
         # The last transitions, with wall-clock times, for watchers (trizre watch).
         self._history: deque[tuple[float, str, str, str]] = deque(maxlen=_HISTORY)
+        self._failovers = 0  # PASSIVE -> ACTIVE, for watchers (the history is bounded)
 
     @property
     def failover_timeout(self) -> float:
@@ -105,6 +106,8 @@ class BinaryStarServer:
                 transition.event.name,
             )
             self.state.value = transition.new_state
+            if transition.old_state is State.PASSIVE and transition.new_state is State.ACTIVE:
+                self._failovers += 1
             self._history.append(
                 (
                     time.time(),
@@ -133,6 +136,7 @@ class BinaryStarServer:
             state=self._fsm.state.name,
             failover_timeout=self._fsm.failover_timeout,
             transitions=[list(entry) for entry in self._history],
+            failovers=self._failovers,
         )
 
     def _partner_seen(self) -> None:

@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Literal, final
+from typing import Any, Literal, final
 from uuid import UUID
 
 import attrs
@@ -18,6 +18,7 @@ from .._events import NodeError
 from .._node import Node
 from . import _protocol as proto
 from ._common import (
+    ClientStats,
     RemoteError,
     ReplyRouter,
     RequestAbandoned,
@@ -124,6 +125,8 @@ async def _request(
         tracer = node.tracer
         rid = f"{request_id:016x}" if tracer is not None else ""  # for the trace alone
         started = trio.current_time()
+        counts = router.stats.of(service)
+        counts.requests += 1
 
         reached: set[int] = set()  # the attempts that went to some peer
 
@@ -144,6 +147,8 @@ async def _request(
         try:
             refused = False
             for attempt in range(policy.attempts):
+                if attempt:
+                    counts.retries += 1
                 if attempt and tracer is not None:
                     tracer.record(
                         kinds.REQUEST_RETRIED,
@@ -165,6 +170,7 @@ async def _request(
                     )
                     while reply.status == proto.Status.UNAVAILABLE:
                         # Refused (a passive Binary Star server): not executed.
+                        counts.refused += 1
                         refused = True
                         pending.reply = None
                         if not refused_before and attempt + 1 < policy.attempts:
@@ -186,7 +192,9 @@ async def _request(
                             latency=round(trio.current_time() - started, 6),
                             attempt=attempt + 1,
                         )
-                    if reply.status == proto.Status.OK:
+                    ok = reply.status == proto.Status.OK
+                    ClientStats.answered(counts, trio.current_time() - started, ok)
+                    if ok:
                         return reply.body
                     raise RemoteError(reply.status, reply.body)
                 if scope.cancelled_caught and not refused:
@@ -194,6 +202,7 @@ async def _request(
                     log.debug(
                         "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
                     )
+            counts.abandoned += 1
             if tracer is not None:
                 tracer.record(
                     kinds.REQUEST_ABANDONED,
@@ -238,6 +247,15 @@ class LazyPirateClient:
         if isinstance(self.server, UUID):
             return self.server if self.server in node.peers() else None
         return node.peer_by_name(self.server)
+
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        """What this client's requests met, per service: requests, retries, 503s
+        (``refused``), error answers, abandoned requests and a histogram of the
+        time to an answer (:class:`~trizre.patterns._common.ClientStats`).
+
+        For monitoring (``trizre.metrics.ClientCollector``); never blocks.
+        """
+        return self._router.stats.snapshot()
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request and return the reply's frames.
@@ -357,6 +375,15 @@ class ServiceClient:
             )
         return choice
 
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        """What this client's requests met, per service: requests, retries, 503s
+        (``refused``), error answers, abandoned requests and a histogram of the
+        time to an answer (:class:`~trizre.patterns._common.ClientStats`).
+
+        For monitoring (``trizre.metrics.ClientCollector``); never blocks.
+        """
+        return self._router.stats.snapshot()
+
     async def request(
         self, service: str, *frames: bytes, request_id: int | None = None
     ) -> tuple[bytes, ...]:
@@ -462,6 +489,15 @@ class BinaryStarClient:
             self._switch()
         pending.memo = (attempt, self.current)
         return self._router.node.peer_by_name(self.current)
+
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        """What this client's requests met, per service: requests, retries, 503s
+        (``refused``), error answers, abandoned requests and a histogram of the
+        time to an answer (:class:`~trizre.patterns._common.ClientStats`).
+
+        For monitoring (``trizre.metrics.ClientCollector``); never blocks.
+        """
+        return self._router.stats.snapshot()
 
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request to the active server and return the reply's frames.
@@ -610,6 +646,15 @@ class FreelanceClient:
     def _describe(self) -> str:
         return f"service {self.service!r}" if self.service else f"servers {list(self.servers)}"
 
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        """What this client's requests met, per service: requests, retries, 503s
+        (``refused``), error answers, abandoned requests and a histogram of the
+        time to an answer (:class:`~trizre.patterns._common.ClientStats`).
+
+        For monitoring (``trizre.metrics.ClientCollector``); never blocks.
+        """
+        return self._router.stats.snapshot()
+
     async def request(self, *frames: bytes) -> tuple[bytes, ...]:
         """Send a request by the client's model and return the reply's frames.
 
@@ -636,11 +681,15 @@ class FreelanceClient:
         node = router.node
         request_id = new_request_id()
         message = proto.encode(proto.Request(request_id, self.service, tuple(frames)))
+        counts = router.stats.of(self.service)
+        counts.requests += 1
+        started, reached = trio.current_time(), 0
         async with router.in_flight:
             pending = router.open(request_id, self.service)
-            started, reached = trio.current_time(), 0
             try:
                 for attempt in range(policy.attempts):
+                    if attempt:
+                        counts.retries += 1
                     with trio.move_on_after(policy.attempt_timeout):
                         while not (targets := self.live()):
                             await router.membership_changed()
@@ -656,16 +705,20 @@ class FreelanceClient:
                                 await pending.wait()
                             reply = pending.reply
                             if reply.status != proto.Status.UNAVAILABLE:
-                                if reply.status == proto.Status.OK:
+                                ok = reply.status == proto.Status.OK
+                                ClientStats.answered(counts, trio.current_time() - started, ok)
+                                if ok:
                                     return reply.body
                                 raise RemoteError(reply.status, reply.body)
                             # One refused; the others may still answer.
+                            counts.refused += 1
                             pending.reply = None
                             if pending.replied_by is not None:
                                 refused.add(pending.replied_by)
                             if refused >= set(targets):
                                 break  # all refused: the next attempt, at once
                     log.debug("request %#x: shotgun attempt %d unanswered", request_id, attempt + 1)
+                counts.abandoned += 1
                 raise RequestAbandoned(
                     request_id,
                     policy.attempts,

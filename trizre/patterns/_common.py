@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import final
+from typing import Any, Final, final
 from uuid import UUID
 
 import attrs
@@ -21,6 +22,8 @@ from .._util import unwrap_single_exception_group
 from . import _protocol as proto
 
 __all__ = [
+    "LATENCY_BUCKETS",
+    "ClientStats",
     "PatternError",
     "RemoteError",
     "ReplyRouter",
@@ -31,6 +34,87 @@ __all__ = [
 ]
 
 log = logging.getLogger("trizre.patterns")
+
+LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""Upper bounds (seconds) of the time histograms servers and clients keep."""
+
+MAX_STATS_SERVICES: Final = 64
+"""Services a client counts apart; requests for more are counted under ``"(other)"``."""
+
+
+@final
+class _Counts:
+    __slots__ = ("abandoned", "errors", "latency", "latency_sum", "refused", "requests", "retries")
+
+    def __init__(self) -> None:
+        self.requests = self.retries = self.refused = self.errors = self.abandoned = 0
+        self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+
+
+@final
+class ClientStats:
+    """What a client's requests met, per service (the client's ``statistics()``).
+
+    Per service (``""`` for a Lazy Pirate or Binary Star client, which
+    name a server, not a service): ``requests`` made, ``retries`` (attempts
+    after the first), ``refused`` 503 answers, ``errors`` (answered with
+    another error status), ``abandoned`` (every attempt unanswered), and a
+    histogram of the time to an answer, OK or error.  At most
+    :data:`MAX_STATS_SERVICES` services are told apart: bounded memory.
+    """
+
+    def __init__(self) -> None:
+        self._services: dict[str, _Counts] = {}
+
+    def of(self, service: str) -> _Counts:
+        """The counters of ``service`` (created on first use)."""
+        counts = self._services.get(service)
+        if counts is None:
+            if len(self._services) >= MAX_STATS_SERVICES:
+                service = "(other)"
+            counts = self._services.setdefault(service, _Counts())
+        return counts
+
+    @staticmethod
+    def answered(counts: _Counts, seconds: float, ok: bool) -> None:
+        """A request got its answer after ``seconds``."""
+        counts.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        counts.latency_sum += seconds
+        if not ok:
+            counts.errors += 1
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """The counters as JSON-able data, by service."""
+        return {
+            service: {
+                "requests": c.requests,
+                "retries": c.retries,
+                "refused": c.refused,
+                "errors": c.errors,
+                "abandoned": c.abandoned,
+                "latency": {
+                    "le": list(LATENCY_BUCKETS),
+                    "counts": list(c.latency),
+                    "sum": c.latency_sum,
+                },
+            }
+            for service, c in self._services.items()
+        }
 
 
 class PatternError(Exception):
@@ -264,6 +348,7 @@ class ReplyRouter:
         # answers PINGs but not requests (a stuck worker) is "suspect".
         self.suspicion: dict[UUID, int] = {}
         self._membership = RepeatedEvent()
+        self.stats = ClientStats()  # what the client's requests met (its statistics())
 
     def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:

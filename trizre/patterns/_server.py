@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import logging
 import math
@@ -20,6 +21,7 @@ from .._node import Node
 from .._status import STATUS_GROUP, encode_status
 from .._util import unwrap_single_exception_group
 from . import _protocol as proto
+from ._common import LATENCY_BUCKETS
 
 __all__ = [
     "Handler",
@@ -32,6 +34,13 @@ __all__ = [
 ]
 
 log = logging.getLogger("trizre.patterns")
+
+STATS_INTERVAL: Final = 5.0
+"""Seconds between a busy server's announcements of its counters to watchers.
+
+Counters go out at most this often, and only while they change and a
+watcher is in the status group: an idle server, or one nobody watches,
+sends nothing and its announcing task sleeps."""
 
 
 @final
@@ -174,11 +183,15 @@ class Server:
     checks nothing (bad input is :func:`open_server`'s to reject) and it
     subscribes to the node's events, which only the server's tasks read.
 
-    Its counters are for tests and monitoring: ``executed`` handler runs,
-    ``replied`` replies sent (cached resends included), ``refused``
-    requests refused by the gate (a passive Binary Star server), ``shed``
-    requests refused because ``max_queued`` were already waiting; ``held``
-    is the number of requests it holds now, running or waiting.
+    Its counters are for tests and monitoring: ``received`` requests for
+    it, ``executed`` handler runs, ``replied`` replies sent (cached resends
+    included), ``retried`` requests asked again while held or after they
+    were answered (the reply cache), ``accepted`` ACCEPTED answers sent,
+    ``refused`` requests refused by the gate (a passive Binary Star
+    server), ``shed`` requests refused because ``max_queued`` were already
+    waiting; ``held`` is the number of requests it holds now, running or
+    waiting.  Watchers get them, with a histogram of handler times, in the
+    status's ``stats`` (at most every :data:`STATS_INTERVAL` seconds).
     """
 
     def __init__(
@@ -197,10 +210,20 @@ class Server:
         self.node = node
         self._tracer = node.tracer  # set for the node's life before it is yielded
         self.service = service
+        self.received = 0
         self.executed = 0
         self.replied = 0
+        self.retried = 0
+        self.accepted = 0
         self.refused = 0
         self.shed = 0
+        # Handler times: a count per LATENCY_BUCKETS bound (and one above), and their sum.
+        self._latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        self._latency_sum = 0.0
+        # What else the status's stats carry (Titanic's queue), read when they go out.
+        self.stats_source: Callable[[], dict[str, Any]] | None = None
+        self._stats_sent: dict[str, Any] | None = None
+        self._stats_idle = True  # the announcing task waits for a change to count
         self._handler = handler
         self._cache = reply_cache
         self._gate = gate
@@ -250,12 +273,60 @@ class Server:
         self._status_to.add(to)
         self._status_due.unpark()
 
+    def stats_changed(self) -> None:
+        """Say a counter changed, so that watchers hear of it within :data:`STATS_INTERVAL`.
+
+        Requests wake it by themselves; call it for ``stats_source``'s
+        counters that change without a request (Titanic's completions).
+        """
+        if self._stats_idle:
+            self._stats_idle = False
+            self._status_due.unpark()
+
+    def stats(self) -> dict[str, Any]:
+        """The counters watchers are told (the status's ``stats``), as JSON-able data."""
+        stats: dict[str, Any] = {
+            "received": self.received,
+            "executed": self.executed,
+            "replied": self.replied,
+            "retried": self.retried,
+            "accepted": self.accepted,
+            "refused": self.refused,
+            "shed": self.shed,
+            "held": self.held,
+            "latency": {
+                "le": list(LATENCY_BUCKETS),
+                "counts": list(self._latency),
+                "sum": self._latency_sum,
+            },
+        }
+        if self.stats_source is not None:
+            stats.update(self.stats_source())
+        return stats
+
     async def _send_status(self) -> None:
-        """Send the status to each watcher due it: all of them (a SHOUT) or one that joined."""
+        """Send the status to each watcher due it: all of them (a SHOUT) or one that joined.
+
+        Counters that changed go to the group at most every
+        :data:`STATS_INTERVAL` seconds; with no change it parks until one.
+        """
         while True:
             while not self._status_to:
-                await self._status_due.park()
+                if self._stats_idle:
+                    await self._status_due.park()
+                    continue
+                with trio.move_on_after(STATS_INTERVAL):
+                    await self._status_due.park()  # or a watcher arriving: it is due now
+                if self._status_to:
+                    break
+                if self.stats() != self._stats_sent and self._watched():
+                    self._status_to.add(None)
+                else:
+                    # Nothing new, or nobody to tell (a watcher that joins is
+                    # sent the status then): wait for the next request.
+                    self._stats_idle = True
             targets, self._status_to = self._status_to, set()
+            self.status["stats"] = self._stats_sent = self.stats()
             frames = encode_status(self.status)
             for target in targets:
                 try:
@@ -265,6 +336,13 @@ class Server:
                         await self.node.whisper(target, *frames)
                 except (NodeError, trio.ClosedResourceError) as exc:
                     log.debug("status not sent to %s: %s", target or STATUS_GROUP, exc)
+
+    def _watched(self) -> bool:
+        """Is any watcher in the status group? (No one to tell: no message to build.)"""
+        try:
+            return bool(self.node.peers_by_group(STATUS_GROUP))
+        except trio.ClosedResourceError:
+            return False
 
     @property
     def held(self) -> int:
@@ -301,6 +379,9 @@ class Server:
                 continue
             if not isinstance(message, proto.Request) or message.service != self._wanted:
                 continue
+            self.received += 1
+            if self._stats_idle:
+                self.stats_changed()
             request = IncomingRequest(
                 event.peer, event.name, message.request_id, message.service, message.body
             )
@@ -313,6 +394,7 @@ class Server:
             key = (request.peer, request.request_id)
             if key in self._holding:
                 # A retry of a request held here (our ACCEPTED was late): say it again.
+                self.retried += 1
                 self._queue(request, proto.Accepted(request.request_id))
                 continue
             if self.held >= self._capacity:
@@ -363,12 +445,16 @@ class Server:
         if isinstance(message, proto.Reply):
             self.replied += 1
             self._trace(kinds.REPLY_SENT, request, status=message.status)
+        else:
+            self.accepted += 1
 
     def _start_cached(self, request: IncomingRequest) -> bool:
         """Consult the reply cache: False when the request must not run (again)."""
         assert self._cache is not None
         key = self._cache.key(request)
         cached = self._cache.lookup(key, trio.current_time())
+        if cached is not None:
+            self.retried += 1
         if isinstance(cached, proto.Reply):
             self._trace(kinds.DEDUPE_HIT, request)
             self._queue(request, cached)
@@ -433,6 +519,7 @@ class Server:
         try:
             self.executed += 1
             self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
+            started = trio.current_time()
             try:
                 frames = _as_frames(await self._handler(request))
                 reply = proto.Reply(request.request_id, proto.Status.OK, frames)
@@ -446,6 +533,9 @@ class Server:
                     exc_info=exc,
                 )
                 reply = proto.Reply(request.request_id, proto.Status.ERROR, self._error(exc))
+            took = trio.current_time() - started
+            self._latency[bisect.bisect_left(LATENCY_BUCKETS, took)] += 1
+            self._latency_sum += took
             if self._cache is not None:
                 self._cache.finish(cache_key, reply, trio.current_time())
             self._queue(request, reply)

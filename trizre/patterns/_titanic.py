@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar, TypeVarTuple, final
+from typing import Any, TypeVar, TypeVarTuple, final
 
 import trio
 
@@ -38,7 +38,14 @@ from .._util import unwrap_single_exception_group
 from . import _protocol as proto
 from ._clients import ServiceClient, open_service_client
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
-from ._server import IncomingRequest, ReplyCache, ReplyWith, check_service_name, open_server
+from ._server import (
+    IncomingRequest,
+    ReplyCache,
+    ReplyWith,
+    Server,
+    check_service_name,
+    open_server,
+)
 
 __all__ = [
     "PENDING",
@@ -132,6 +139,11 @@ class _Store:
             return PENDING, ()
         return row[0], _unpack(row[1])
 
+    def count_pending(self) -> int:
+        """How many stored requests have no answer yet (for watchers)."""
+        (count,) = self._db.execute("SELECT COUNT(*) FROM requests WHERE status IS NULL").fetchone()
+        return int(count)
+
     def close(self, titanic_id: str) -> None:
         with self._db:
             self._db.execute("BEGIN")
@@ -161,6 +173,21 @@ class Titanic:
         self._dispatching: set[str] = set()
         # Set when a request arrives or a dispatch slot frees: look at the disk again.
         self._more = trio.Event()
+        # Announcing the counters to watchers: titanic.request's server, once it runs.
+        self._announcer: Server | None = None
+        self._pending_at_start = 0
+
+    def _stats(self) -> dict[str, Any]:
+        """Titanic's part of its titanic.request server's announced stats."""
+        pending = self._pending_at_start + self.accepted - self.completed
+        return {
+            "titanic": {
+                "accepted": self.accepted,
+                "completed": self.completed,
+                "pending": max(pending, 0),
+                "in_flight": self.in_flight,
+            }
+        }
 
     async def _on_disk(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
@@ -239,6 +266,8 @@ class Titanic:
                     backoff = min(backoff * 2, 30.0)
             await self._on_disk(self._store.finish, titanic_id, status, body)
             self.completed += 1
+            if self._announcer is not None:
+                self._announcer.stats_changed()
         finally:
             self.in_flight -= 1
             self._dispatching.discard(titanic_id)
@@ -283,15 +312,20 @@ async def open_titanic(
                 trio.open_nursery() as nursery,
             ):
                 titanic = Titanic(node, store, client, max_dispatch)
+                # Before any request is taken: each is then counted once.
+                titanic._pending_at_start = await titanic._on_disk(store.count_pending)
                 # A retried titanic.request gets the id it was given, not a new one.
                 async with (
                     open_server(
                         node, titanic._request, service="titanic.request", reply_cache=ReplyCache()
-                    ),
+                    ) as request_server,
                     open_server(node, titanic._reply, service="titanic.reply"),
                     open_server(node, titanic._close, service="titanic.close"),
                 ):
                     nursery.start_soon(titanic._dispatcher, nursery)
+                    # Watchers (trizre watch --metrics) read the queue in titanic.request's stats.
+                    titanic._announcer = request_server
+                    request_server.stats_source = titanic._stats
                     try:
                         yield titanic
                     finally:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Final, final
 from uuid import UUID
 
@@ -80,13 +80,16 @@ class LeaveHints:
     """Peers announced leaving, waiting to prove their link alive.
 
     :meth:`hint` opens a check for a peer at ``now``, noting how many
-    PING-OKs it had answered (a second hint while one is open changes
-    nothing: a flood of them costs one PING a ``grace``); :meth:`due`
-    hands back the checks whose time is up, each with that count, so the
-    caller ends the peer unless it answered since (:meth:`left`).  At most one check per peer,
-    and only peers the caller knows are hinted: memory is bounded by its
-    peer table.  Bad input: a ``grace`` that is not a positive finite
-    number raises ``ValueError``.
+    PING-OKs it had sent us; the caller PINGs it.  :meth:`due` closes the
+    checks whose ``grace`` is up: a peer with no PING-OK since has left.
+    One that answered stays; if more leaving beacons named it meanwhile,
+    its check opens again at once (one more PING), so that a forger
+    repeating them cannot hide the peer's real leave behind a check it
+    answered: that leave then ends it within two ``grace``, one otherwise.
+    A flood of hints costs one PING a ``grace`` per peer.  At most one
+    check per peer, and only peers the caller knows are hinted: memory is
+    bounded by its peer table.  Bad input: a ``grace`` that is not a
+    positive finite number raises ``ValueError``.
     """
 
     __slots__ = ("_grace", "_open")
@@ -95,8 +98,8 @@ class LeaveHints:
         if not (grace > 0 and math.isfinite(grace)):
             raise ValueError(f"grace must be a positive number of seconds, got {grace!r}")
         self._grace = grace
-        # peer -> (when its check opened, its PING-OKs then), oldest first
-        self._open: dict[UUID, tuple[float, int]] = {}
+        # peer -> (when its check opened, its PING-OKs then, hinted again since), oldest first
+        self._open: dict[UUID, tuple[float, int, bool]] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -109,34 +112,46 @@ class LeaveHints:
 
         ``pongs``: the PING-OKs the peer has sent us so far.
         """
-        if peer in self._open:
+        found = self._open.get(peer)
+        if found is not None:
+            if not found[2]:
+                self._open[peer] = (found[0], found[1], True)
             return False
-        self._open[peer] = (now, pongs)
+        self._open[peer] = (now, pongs, False)
         return True
 
     def deadline(self) -> float:
         """When the next check is due (``math.inf`` with none open)."""
-        for opened, _ in self._open.values():
+        for opened, _, _ in self._open.values():
             return opened + self._grace  # insertion order is opening order
         return math.inf
 
-    def due(self, now: float) -> Iterator[tuple[UUID, int]]:
-        """Close and yield the checks due at ``now``: ``(peer, PING-OKs then)``, oldest first."""
+    def due(self, now: float, pongs: Callable[[UUID], int | None]) -> tuple[list[UUID], list[UUID]]:
+        """Close the checks due at ``now``: the peers that left, and those to PING again.
+
+        ``pongs(peer)``: the PING-OKs it has sent us by now, ``None`` if it
+        is gone already (its check just closes).
+        """
+        left: list[UUID] = []
+        again: list[UUID] = []
         while self._open:
-            peer, (opened, pongs) = next(iter(self._open.items()))
+            peer, (opened, then, hinted) = next(iter(self._open.items()))
             if now < opened + self._grace:
-                return
+                break
             del self._open[peer]
-            yield peer, pongs
+            current = pongs(peer)
+            if current is None:
+                continue
+            if current == then:
+                left.append(peer)
+            elif hinted:
+                self._open[peer] = (now, current, False)
+                again.append(peer)
+        return left, again
 
     def forget(self, peer: UUID) -> None:
         """``peer`` is gone by other means: drop its check, if any."""
         self._open.pop(peer, None)
-
-    @staticmethod
-    def left(pongs_then: int, pongs_now: int) -> bool:
-        """Whether a peer left: no PING-OK from it since its check opened."""
-        return pongs_now == pongs_then
 
 
 @final

@@ -1166,8 +1166,9 @@ class Node:
         From another host than the peer's, or (CURVE) with another key than
         the one its link authenticates, it is ignored.  Otherwise the peer
         is PINGed, and ``_check_leavers`` ends it if no PING-OK comes
-        within a second: a live peer answers and stays, one that left
-        answers nothing.  Its link ends it otherwise, as any peer.
+        within a second (see :class:`~trizre._guard.LeaveHints`): a live
+        peer answers and stays, one that left answers nothing.  Its link
+        ends it otherwise, as any peer.
         """
         protocol = peer.protocol
         key = None if protocol.key is None else curve_key(protocol.key)
@@ -1180,9 +1181,14 @@ class Node:
             )
             return
         if self._leave_hints.hint(peer.uuid, trio.current_time(), protocol.pongs):
-            protocol.queue(wire.Ping(0, version=protocol.version))
-            peer.flush()
+            self._ping(peer)
             self._leavers_lot.unpark_all()
+
+    @staticmethod
+    def _ping(peer: PeerSession) -> None:
+        protocol = peer.protocol
+        protocol.queue(wire.Ping(0, version=protocol.version))
+        peer.flush()
 
     def _speaks(self, beacon: wire.Beacon, address: str) -> bool:
         """Whether a beacon announces a node we can talk to; logs (rarely) why not.
@@ -1278,12 +1284,19 @@ class Node:
     async def _check_leavers(self) -> None:
         """End the peers announced leaving that did not answer their PING in time."""
         hints = self._leave_hints
+
+        def pongs(peer_uuid: UUID) -> int | None:
+            found = self._peers.get(peer_uuid)
+            return None if found is None else found.protocol.pongs
+
         while True:
             with trio.move_on_at(hints.deadline()):
                 await self._leavers_lot.park()
-            for peer_uuid, pongs in list(hints.due(trio.current_time())):
-                peer = self._peers.get(peer_uuid)
-                if peer is not None and hints.left(pongs, peer.protocol.pongs):
+            left, again = hints.due(trio.current_time(), pongs)
+            for peer_uuid in again:
+                self._ping(self._peers[peer_uuid])
+            for peer_uuid in left:
+                if (peer := self._peers.get(peer_uuid)) is not None:
                     await self._remove_peer(
                         peer, ExitReason.BEACON, "it announced leaving and did not answer a PING"
                     )

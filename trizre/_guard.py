@@ -10,13 +10,14 @@ before it writes a log line that a remote party can trigger:
   with the peer's key (:func:`credible_leave`), starts a check: the peer is
   PINGed, and ended only if no PING-OK comes back within ``grace``
   seconds.  A live peer answers and stays; one that really left answers
-  nothing and goes ``grace`` seconds after its beacon.  (Any traffic would
-  not do: a leaver's last messages may arrive just after its beacon.)
+  nothing and goes ``grace`` seconds after its beacon (two at most while
+  a forger repeats them).  Any traffic would not do as an answer: a
+  leaver's last messages may arrive just after its beacon.
 * :class:`NewPeerBudget`: how many new peers beacons may bring, per
   source address and all sources together, so that forgers spreading
   over many (spoofed) addresses cost a bounded number of sockets a second.
-* :class:`LogLimiter`: at most one line per kind of event every ``every``
-  seconds, so a flood cannot fill a disk.
+* :class:`LogLimiter`: at most ``burst`` lines per kind of event every
+  ``every`` seconds, so a flood cannot fill a disk.
 
 Nothing here imports trio or zmq; the tests run them at exact times.
 """

@@ -8,8 +8,9 @@ The node wires them together (``docs/architecture.md`` has the map):
 * beacons out: one at start, then every ``beacon_interval``;
 * beacons in: a :class:`~trizre._discovery.Discovery` calls ``_on_beacon``
   for each; an unknown UUID with a port becomes a peer (a link and a
-  :class:`~trizre._peer.PeerProtocol` with our HELLO queued), port 0 hands
-  it to the leavers task;
+  :class:`~trizre._peer.PeerProtocol` with our HELLO queued); port 0 is a
+  hint (:mod:`trizre._guard`): the peer is PINGed, and the leavers task
+  ends it if no PING-OK comes within a second;
 * inboxes: the ROUTER, and the in-process inbox for peers of this Trio run;
   each message goes to its peer's protocol, whose events are published;
 * presence: sleeps until the earliest peer deadline, then lets each peer's
@@ -1507,7 +1508,10 @@ async def open_node(
             lowest declares it won, as it must when a zyre peer miscounts.
         max_pending_peers: at most this many peers without HELLO hold a TCP
             socket; beyond that the oldest is dropped (a warning is logged,
-            at most every 10 s).
+            at most every 10 s).  Beacons from all sources together may
+            announce this many new TCP peers at once, then this many per
+            ``handshake_timeout`` (forgers spoofing many source addresses;
+            ``docs/security.md``).
         new_peers_per_source: new TCP peers one address may announce by
             beacon, per second, after a burst of 64; beacons beyond that are
             ignored (the peer is taken at a later beacon, or at its HELLO).

@@ -607,7 +607,7 @@ class Node:
             and (refused := self._throttle.admit(beacon_from, trio.current_time()))
         ):
             if refused == "source":
-                self._warn_crowded(f"{beacon_from} announces more new peers than allowed")
+                self._warn_crowded("%s announces more new peers than allowed", beacon_from)
             else:
                 self._warn_crowded("beacons from all sources announce more new peers than allowed")
             return None
@@ -773,8 +773,17 @@ class Node:
         unready[newcomer.uuid] = newcomer
         self._unready_peak = max(self._unready_peak, len(unready))
 
-    def _warn_crowded(self, what: str) -> None:
-        self._log_rarely("crowded", logging.WARNING, f"{what} (forged beacons?)")
+    def _warn_crowded(self, what: str, *args: object) -> None:
+        # Formatted only when written: a flood calls this per beacon.
+        log_rarely(
+            log,
+            self._log_limiter,
+            "crowded",
+            logging.WARNING,
+            what + " (forged beacons?)",
+            *args,
+            now=trio.current_time(),
+        )
 
     def _log_rarely(self, topic: str, level: int, what: str) -> None:
         """Log ``what`` unless this topic was logged in the last 10 s (floods log per packet).

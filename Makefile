@@ -94,6 +94,14 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json
 	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
 		--json benchmarks/results/forged_beacons_60s.json
+	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
+		--sources 1000 --json benchmarks/results/forged_beacons_1000_sources_60s.json
+	$(BIN)/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process \
+		--sources 1000 --tarpit --json benchmarks/results/forged_beacons_tarpit_60s.json
+	$(BIN)/python benchmarks/bench_forged_leave.py --seconds 20 \
+		--json benchmarks/results/forged_leave.json
+	$(BIN)/python benchmarks/bench_forged_leave.py --seconds 20 --curve \
+		--json benchmarks/results/forged_leave_curve.json
 	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
 	$(BIN)/python benchmarks/bench_freelance.py --json benchmarks/results/freelance.json
 	$(BIN)/python benchmarks/bench_titanic.py --json benchmarks/results/titanic.json

@@ -14,6 +14,16 @@ The issue's scenario (10,000 beacons/s for a minute, the forger in its own
 process as an attacker would be, with a verdict against its targets)::
 
     .venv/bin/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 60 --process
+
+Spoofed sources (issue 25): ``--sources 1000`` sends each beacon from one of
+1,000 loopback addresses in turn (127.1.x.y: every 127/8 address is this
+host's, so nothing leaves it), which a per-source throttle alone does not
+bound; ``--tarpit`` also holds the port each beacon claims at its source
+with a listening socket that never accepts, so the node's connections
+open and then hang in the ZMTP handshake instead of being refused::
+
+    .venv/bin/python benchmarks/bench_forged_beacons.py --rate 10000 --seconds 20 \
+        --process --sources 1000 --tarpit
 """
 
 from __future__ import annotations
@@ -114,27 +124,76 @@ async def round_trips(
     return times
 
 
-async def forge_in_process(port: int, rate: int, seconds: float) -> int:
+async def forge_in_process(
+    port: int, rate: int, seconds: float, sources: int = 1, tarpit: bool = False
+) -> int:
     """Run the forger in a child process (this script, ``--forge-only``); its count."""
     argv = [sys.executable, __file__, "--forge-only", str(port), str(rate), str(seconds)]
+    argv += ["--sources", str(sources)] + (["--tarpit"] if tarpit else [])
     done = await trio.run_process(argv, capture_stdout=True)
     return int(done.stdout.decode().strip())
 
 
-async def forge(port: int, rate: int, seconds: float) -> int:
-    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+TARPIT_PORT: Final = 9999  # the port every beacon claims with --tarpit (on 127.1.x.y)
+
+
+def source_address(index: int) -> str:
+    """The ``index``-th spoofed source: 127.1.x.y, never the nodes' 127.0.0.1."""
+    return f"127.1.{index // 250}.{index % 250 + 1}"
+
+
+def forger_sockets(sources: int) -> list[socket.socket]:
+    """One UDP socket per source address (bound to it: the beacon's sender)."""
+    # One source: the original benchmark's, the nodes' own 127.0.0.1.
+    addresses = ["127.0.0.1"] if sources == 1 else [source_address(i) for i in range(sources)]
+    socks = []
+    for address in addresses:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+        sock.setblocking(False)
+        if sources > 1:
+            sock.bind((address, 0))
+        socks.append(sock)
+    return socks
+
+
+def tarpits(sources: int) -> list[socket.socket]:
+    """Listen on every source's claimed port and never accept: connects hang in ZMTP."""
+    pits = []
+    for index in range(sources):
+        pit = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        pit.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        pit.bind((source_address(index) if sources > 1 else "127.0.0.1", TARPIT_PORT))
+        pit.listen(4096)
+        pits.append(pit)
+    return pits
+
+
+async def forge(
+    port: int, rate: int, seconds: float, sources: int = 1, tarpit: bool = False
+) -> int:
+    socks = forger_sockets(sources)
+    pits = tarpits(sources) if tarpit else []
     sent = 0
     start = trio.current_time()
-    with sock:
+    try:
         while (elapsed := trio.current_time() - start) < seconds:
             due = int(elapsed * rate) + 1
             while sent < due:
                 fake = uuid.uuid4()
-                beacon = wire.encode_beacon(wire.Beacon(fake, 1 + fake.int % 1000))
-                await sock.sendto(beacon, ("127.255.255.255", port))  # loopback broadcast
+                claimed = TARPIT_PORT if tarpit else 1 + fake.int % 1000  # closed ports
+                beacon = wire.encode_beacon(wire.Beacon(fake, claimed))
+                sock = socks[sent % len(socks)]
+                try:
+                    sock.sendto(beacon, ("127.255.255.255", port))  # loopback broadcast
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(sock)
+                    continue
                 sent += 1
             await trio.sleep(0.01)
+    finally:
+        for sock in socks + pits:
+            sock.close()
     return sent
 
 
@@ -146,7 +205,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     port = free_udp_port()
     timers = {"evasive_timeout": EVASIVE, "expired_timeout": EXPIRED}
     opts: dict[str, Any] = {"interface": "lo", "beacon_port": port, "local_links": False, **timers}
-    result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds}
+    result: dict[str, Any] = {
+        "rate": args.rate,
+        "seconds": args.seconds,
+        "sources": args.sources,
+        "tarpit": args.tarpit,
+    }
     async with (
         trizre.open_node("a", **opts) as a,
         trizre.open_node("b", **opts) as b,
@@ -158,6 +222,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await b.wait_for_peer(a.uuid)
         await round_trips(a, peer, replies, trio.current_time() + 0.5)  # warm up
         base = await round_trips(a, peer, replies, trio.current_time() + args.probe)
+        result["round_trips_per_s_before"] = round(len(base) / args.probe)
         result["before"] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
         result["rtt_before_us"] = {"p50": round(p(base, 0.5)), "p99": round(p(base, 0.99))}
 
@@ -179,10 +244,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             flood.start_soon(sample)
             flood.start_soon(probe)
             forger = forge_in_process if args.process else forge
-            result["forged"] = await forger(port, args.rate, args.seconds)
+            result["forged"] = await forger(
+                port, args.rate, args.seconds, args.sources, args.tarpit
+            )
         result["peak"] = peak
         result["rtt_during_us"] = {"p50": round(p(during, 0.5)), "p99": round(p(during, 0.99))}
         result["round_trips_during"] = len(during)  # each completed: none lost
+        result["round_trips_per_s_during"] = round(len(during) / args.seconds)
         await trio.sleep(6.0)  # past the 5 s handshake timeout
         result["after_6s"] = {"fds": descriptors(), "rss_mb": round(rss_mb(), 1)}
         if not args.quick:
@@ -200,6 +268,9 @@ def verdict(result: dict[str, Any]) -> dict[str, bool]:
     before, last = result["before"], result[[k for k in result if k.startswith("after_")][-1]]
     return {
         "rtt_p50_within_2x": result["rtt_during_us"]["p50"] <= 2 * result["rtt_before_us"]["p50"],
+        "round_trips_per_s_within_2x": (
+            2 * result["round_trips_per_s_during"] >= result["round_trips_per_s_before"]
+        ),
         "nothing_lost": result["round_trips_during"] > 0 and result["still_peers"],
         "fds_back_within_10pct": last["fds"] <= 1.1 * before["fds"],
         "rss_back_within_10pct": last["rss_mb"] <= 1.1 * before["rss_mb"],
@@ -220,11 +291,25 @@ def cli() -> None:
     parser.add_argument(
         "--process", action="store_true", help="forge from a child process, as an attacker would"
     )
+    parser.add_argument(
+        "--sources",
+        type=int,
+        default=1,
+        help="spoofed source addresses, 127.1.x.y, used in turn (1: the nodes' own, 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--tarpit",
+        action="store_true",
+        help="hold each claimed port with a listening socket that never accepts",
+    )
     parser.add_argument("--forge-only", nargs=3, metavar=("PORT", "RATE", "SECONDS"))
     args = parser.parse_args()
+    if not 1 <= args.sources <= 250 * 256:
+        parser.error("--sources must be in 1..64000")
     if args.forge_only:
         port, rate, seconds = args.forge_only
-        print(trio.run(forge, int(port), int(rate), float(seconds)))
+        count = trio.run(forge, int(port), int(rate), float(seconds), args.sources, args.tarpit)
+        print(count)
         return
     short = (300, 1.0, 0.3) if args.quick else (2000, 10.0, 2.0)
     args.rate = short[0] if args.rate is None else args.rate

@@ -37,6 +37,7 @@ import zmq
 import zmq.auth
 
 from . import wire
+from ._guard import LogLimiter, log_rarely
 from ._zsock import ZSocket, context
 
 __all__ = [
@@ -316,6 +317,7 @@ class _Zap:
         self.sock = sock
         self.policies: dict[bytes, CurvePolicy] = {}
         self.scope = trio.CancelScope()
+        self.logs = LogLimiter()
 
     async def serve(self) -> None:
         with self.scope:
@@ -333,7 +335,15 @@ class _Zap:
         try:
             request = wire.decode_zap_request(frames[2:])
         except wire.DecodeError as exc:
-            log.warning("malformed ZAP request: %s", exc)
+            log_rarely(
+                log,
+                self.logs,
+                "malformed",
+                logging.WARNING,
+                "malformed ZAP request: %s",
+                exc,
+                now=trio.current_time(),
+            )
             return
         policy = self.policies.get(request.identity)
         if policy is None:
@@ -341,11 +351,17 @@ class _Zap:
         else:
             reply = policy.judge(request)
         if reply.status_code != 200:
-            log.info(
+            # Anyone who can reach the inbox can knock: rate-limited.
+            log_rarely(
+                log,
+                self.logs,
+                "refused",
+                logging.INFO,
                 "refused a %s client from %s: %s",
                 request.mechanism,
                 request.address,
                 reply.status_text,
+                now=trio.current_time(),
             )
         # The handler's queue is libzmq's; a full one means libzmq stopped reading.
         self.sock.send_nowait([frames[0], b"", *wire.encode_zap_reply(reply)])

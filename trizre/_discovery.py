@@ -60,6 +60,7 @@ from typing import Final, Protocol, final
 import trio
 from trio_util import RepeatedEvent
 
+from trizre._guard import LogLimiter, log_rarely
 from trizre._interfaces import Interface, Interface6
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
 
@@ -79,6 +80,8 @@ logger = logging.getLogger("trizre.discovery")
 
 _READ_SIZE: Final = 255
 """Octets read per datagram: above the largest beacon (54), so oversize is visible."""
+_SENDERS_KEPT: Final = 4096
+"""Senders whose place (in the subnet or not) a beacon socket remembers."""
 
 
 @final
@@ -90,7 +93,7 @@ class BeaconSocket:
     task at a time (several would each get different beacons).
     """
 
-    __slots__ = ("_closed", "_destination", "_interface", "_port", "_sock")
+    __slots__ = ("_closed", "_destination", "_inside", "_interface", "_logs", "_port", "_sock")
 
     def __init__(
         self, interface: Interface | Interface6, port: int, sock: trio.socket.SocketType
@@ -104,6 +107,10 @@ class BeaconSocket:
             else (str(interface.broadcast), port)
         )
         self._closed = False
+        # Parsing an address costs more than the rest of a beacon: a flood
+        # from many (spoofed) senders pays it once per sender.
+        self._inside: dict[str, bool] = {}
+        self._logs = LogLimiter(burst=10)  # anyone can send datagrams: rate-limited
 
     @property
     def interface(self) -> Interface | Interface6:
@@ -170,18 +177,37 @@ class BeaconSocket:
                     continue  # another link's: its scope is not ours
                 # Link-local addresses mean something only with their scope.
                 sender = f"{sender.partition('%')[0]}%{self._interface.name}"
-            if not self._interface.contains(sender):
-                logger.debug(
+            inside = self._inside.get(sender)
+            if inside is None:
+                if len(self._inside) >= _SENDERS_KEPT:
+                    self._inside.clear()
+                inside = self._inside[sender] = self._interface.contains(sender)
+            if not inside:
+                log_rarely(
+                    logger,
+                    self._logs,
+                    "outside",
+                    logging.DEBUG,
                     "dropped a datagram from %s: outside %s's subnet %s",
                     sender,
                     self._interface.name,
                     self._interface.network,
+                    now=trio.current_time(),
                 )
                 continue
             try:
                 beacon = decode_beacon(data)
             except DecodeError as exc:
-                logger.debug("dropped an invalid beacon from %s: %s", sender, exc)
+                log_rarely(
+                    logger,
+                    self._logs,
+                    "invalid",
+                    logging.DEBUG,
+                    "dropped an invalid beacon from %s: %s",
+                    sender,
+                    exc,
+                    now=trio.current_time(),
+                )
                 continue
             return beacon, sender, data
 
@@ -314,6 +340,7 @@ class BeaconHub:
         self._host: object | None = None
         self._host_gone = RepeatedEvent()
         self._keys: dict[bytes, bytes] = {}
+        self._logs = LogLimiter()
 
     async def send(self, beacon: Beacon) -> None:
         """Broadcast ``beacon`` (see :meth:`BeaconSocket.send`)."""
@@ -358,7 +385,16 @@ class BeaconHub:
                 try:
                     deliver(beacon, sender, key)
                 except Exception:
-                    logger.exception("a node failed to handle a beacon from %s", sender)
+                    log_rarely(
+                        logger,
+                        self._logs,
+                        "failed",
+                        logging.ERROR,
+                        "a node failed to handle a beacon from %s",
+                        sender,
+                        now=trio.current_time(),
+                        exc_info=True,
+                    )
 
 
 @asynccontextmanager
@@ -425,6 +461,7 @@ class MemoryDiscovery:
         self._listeners: dict[object, Deliver] = {}
         self._users = 0
         self._closed = False
+        self._logs = LogLimiter()
 
     async def send(self, beacon: Beacon) -> None:
         """Hand ``beacon`` to every listener now (see :class:`Discovery`)."""
@@ -436,7 +473,16 @@ class MemoryDiscovery:
             try:
                 deliver(beacon, self._address, key)
             except Exception:
-                logger.exception("a node failed to handle a beacon from %s", self._address)
+                log_rarely(
+                    logger,
+                    self._logs,
+                    "failed",
+                    logging.ERROR,
+                    "a node failed to handle a beacon from %s",
+                    self._address,
+                    now=trio.current_time(),
+                    exc_info=True,
+                )
 
     async def listen(self, deliver: Deliver) -> None:
         """Register ``deliver`` until cancelled (see :class:`Discovery`)."""

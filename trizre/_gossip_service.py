@@ -19,6 +19,7 @@ import zmq
 
 from . import wire
 from ._gossip import Deliver, Forget, GossipAction, GossipState, ToClient, ToRemote
+from ._guard import LogLimiter, log_rarely
 from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket, context
 
@@ -47,6 +48,7 @@ class GossipService:
         self._remotes: dict[str, ZSocket] = {}
         self._wakeup = trio.Event()
         self._closed = False
+        self._logs = LogLimiter(burst=10)  # what remote parties can make it say
         self.endpoints: list[str] = []
         """The endpoints bound, ports resolved (``tcp://127.0.0.1:*`` becomes a real port)."""
 
@@ -81,7 +83,16 @@ class GossipService:
                 try:
                     self._heard(action)
                 except Exception:
-                    log.exception("the gossip listener failed on %r", action)
+                    log_rarely(
+                        log,
+                        self._logs,
+                        "listener",
+                        logging.ERROR,
+                        "the gossip listener failed on %r",
+                        action,
+                        now=trio.current_time(),
+                        exc_info=True,
+                    )
         self._wakeup.set()  # the state's deadline may have moved
 
     def _server_of(self, client: bytes) -> ZSocket | None:
@@ -89,12 +100,18 @@ class GossipService:
         index = client[0]
         return self._servers[index] if index < len(self._servers) else None
 
-    @staticmethod
-    def _send(sock: ZSocket | None, frames: list[bytes]) -> None:
+    def _send(self, sock: ZSocket | None, frames: list[bytes]) -> None:
         if sock is None or sock.closed:
             return
         if not sock.send_nowait(frames):
-            log.debug("gossip socket full: dropped a message (refreshes resend state)")
+            log_rarely(
+                log,
+                self._logs,
+                "full",
+                logging.DEBUG,
+                "gossip socket full: dropped a message (refreshes resend state)",
+                now=trio.current_time(),
+            )
 
     async def _serve(self, index: int, sock: ZSocket) -> None:
         while True:
@@ -104,7 +121,15 @@ class GossipService:
                 try:
                     message = wire.decode_gossip(frames[1])
                 except wire.DecodeError as exc:
-                    log.debug("ignoring a malformed gossip frame: %s", exc)
+                    log_rarely(
+                        log,
+                        self._logs,
+                        "malformed",
+                        logging.DEBUG,
+                        "ignoring a malformed gossip frame: %s",
+                        exc,
+                        now=trio.current_time(),
+                    )
                     continue
                 # Tag the client with the ROUTER's index: replies go back through it.
                 client = bytes((index,)) + frames[0]
@@ -117,7 +142,16 @@ class GossipService:
                 try:
                     message = wire.decode_gossip(frames[0])
                 except wire.DecodeError as exc:
-                    log.debug("ignoring a malformed gossip frame from %s: %s", endpoint, exc)
+                    log_rarely(
+                        log,
+                        self._logs,
+                        "malformed",
+                        logging.DEBUG,
+                        "ignoring a malformed gossip frame from %s: %s",
+                        endpoint,
+                        exc,
+                        now=trio.current_time(),
+                    )
                     continue
                 self._carry_out(self._state.from_remote(endpoint, message, trio.current_time()))
 

@@ -8,8 +8,9 @@ The node wires them together (``docs/architecture.md`` has the map):
 * beacons out: one at start, then every ``beacon_interval``;
 * beacons in: a :class:`~trizre._discovery.Discovery` calls ``_on_beacon``
   for each; an unknown UUID with a port becomes a peer (a link and a
-  :class:`~trizre._peer.PeerProtocol` with our HELLO queued), port 0 hands
-  it to the leavers task;
+  :class:`~trizre._peer.PeerProtocol` with our HELLO queued); port 0 is a
+  hint (:mod:`trizre._guard`): the peer is PINGed, and the leavers task
+  ends it if no PING-OK comes within a second;
 * inboxes: the ROUTER, and the in-process inbox for peers of this Trio run;
   each message goes to its peer's protocol, whose events are published;
 * presence: sleeps until the earliest peer deadline, then lets each peer's
@@ -27,7 +28,7 @@ import ipaddress
 import logging
 import math
 import os
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Final, final
@@ -49,7 +50,7 @@ from ._curve import (
     open_zap,
     z85,
 )
-from ._discovery import Discovery, SourceThrottle, open_beacon_hub, open_memory_discovery
+from ._discovery import Discovery, open_beacon_hub, open_memory_discovery
 from ._election import Elected, ElectionAction, Elections, SendElect
 from ._events import (
     Enter,
@@ -68,6 +69,7 @@ from ._events import (
 from ._fanout import EventStream, Fanout, Overflow
 from ._gossip import Deliver, Forget
 from ._gossip_service import GossipService, open_gossip
+from ._guard import LeaveHints, LogLimiter, NewPeerBudget, credible_leave, log_rarely
 from ._interfaces import Interface, Interface6, select_interface, select_interface6
 from ._links import (
     CurveClient,
@@ -98,6 +100,7 @@ _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBY
 _CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
 _MISSES_KEPT: Final = 1024  # peers whose missed handshakes we remember (forged UUIDs are free)
+_SOURCE_BURST: Final = 64  # new peers one beacon source may announce at once
 _TRACE_KINDS: Final[dict[type, str]] = {
     Enter: kinds.ENTER,
     Join: kinds.JOIN,
@@ -149,7 +152,8 @@ class Node:
         # Beacons seen before, by the discovery's key: None, nothing to do;
         # a peer, refresh its presence (beacons_refresh).
         self._quiet: dict[bytes, PeerSession | None] = {}
-        self._leavers: deque[PeerSession] = deque()  # announced port 0, to be removed
+        # Peers announced leaving (port 0), PINGed: ended unless they answer.
+        self._leave_hints = LeaveHints()
         self._leavers_lot = trio.lowlevel.ParkingLot()
         self._unyielded = 0  # sends since the last schedule point (see _yield_due)
         # TCP peers that have not said HELLO, oldest first: at most
@@ -160,13 +164,24 @@ class Node:
         # long (see _handshake_for).
         self._missed_handshakes: OrderedDict[UUID, int] = OrderedDict()
         self._trim_at = math.inf  # when to hand a dissolved crowd's memory back
-        self._logged: dict[str, float] = {}  # what _log_rarely said, and when
+        self._log_limiter = LogLimiter()  # what _log_rarely said, and when
+        self._debug_limiter = LogLimiter(burst=10)  # DEBUG: a few more details
         self._curve = config.curve
         self._gossip: GossipService | None = None
         self._elections = Elections(self._uuid, timeout=config.election_timeout)
         # The ZAP handler tells this node's inbox from others' by it.
         self._zap_id = b"trizre-zap-" + self._uuid.bytes
-        self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
+        # New peers by beacon: per source, and all sources together (spoofed
+        # sources): no faster than handshakes time out, so the pending
+        # table does not churn sockets (see docs/security.md).
+        self._throttle = NewPeerBudget(
+            config.new_peers_per_source,
+            _SOURCE_BURST,
+            total_rate=max(
+                config.new_peers_per_source, config.max_pending_peers / config.handshake_timeout
+            ),
+            total_burst=max(_SOURCE_BURST, config.max_pending_peers),
+        )
 
     # ------------------------------------------------------------ identity
 
@@ -565,18 +580,14 @@ class Node:
         if gossiping:
             # Gossip reaches beyond one subnet by design: any tcp or ipc endpoint.
             if not endpoint.startswith(("tcp://", "ipc://")):
-                log.debug("ignoring peer %s at %r: not tcp:// or ipc://", peer_uuid, endpoint)
+                self._log_rarely(
+                    "not-tcp",
+                    logging.DEBUG,
+                    f"ignoring peer {peer_uuid} at {endpoint!r}: not tcp:// or ipc://",
+                )
                 return None
         else:
             endpoint = self._scoped(endpoint)
-            host = _endpoint_host(endpoint)
-            if host is None or not self._interface.contains(host):
-                # Never connect outside our interface's network, whatever a
-                # beacon or HELLO claims.
-                log.debug(
-                    "ignoring peer %s at %r: outside %s", peer_uuid, endpoint, self._interface
-                )
-                return None
         curve: CurveClient | None = None
         if self._curve is not None:
             curve = self._curve_client(peer_uuid, key)
@@ -588,11 +599,31 @@ class Node:
             if self._config.local_links and curve is None
             else None
         )
+        # The budget first: under a flood of forged beacons most stop here,
+        # before the costlier checks below.
+        if (
+            inbox is None
+            and beacon_from is not None
+            and (refused := self._throttle.admit(beacon_from, trio.current_time()))
+        ):
+            if refused == "source":
+                self._warn_crowded("%s announces more new peers than allowed", beacon_from)
+            else:
+                self._warn_crowded("beacons from all sources announce more new peers than allowed")
+            return None
+        if not gossiping:
+            host = _endpoint_host(endpoint)
+            if host is None or not self._interface.contains(host):
+                # Never connect outside our interface's network, whatever a
+                # beacon or HELLO claims.
+                self._log_rarely(
+                    "outside",
+                    logging.DEBUG,
+                    f"ignoring peer {peer_uuid} at {endpoint!r}: outside {self._interface}",
+                )
+                return None
         if inbox is not None:
             link = LocalLink(inbox, self._identity, self._config.send_hwm)
-        elif beacon_from is not None and not self._throttle.admit(beacon_from, trio.current_time()):
-            self._warn_crowded(f"{beacon_from} announces more new peers than allowed")
-            return None
         else:
             try:
                 link = TcpLink.connect(
@@ -606,7 +637,11 @@ class Node:
             except zmq.ZMQError as exc:
                 # Out of sockets or descriptors: this peer waits for its next
                 # beacon; the node itself carries on.
-                log.warning("cannot open a socket for peer %s at %s: %s", peer_uuid, endpoint, exc)
+                self._log_rarely(
+                    "no-socket",
+                    logging.WARNING,
+                    f"cannot open a socket for peer {peer_uuid} at {endpoint}: {exc}",
+                )
                 return None
         hello = wire.Hello(
             wire.HELLO_SEQUENCE,
@@ -669,11 +704,17 @@ class Node:
         self._settle(peer)
         if peer.beacon_key is not None:
             self._quiet.pop(peer.beacon_key, None)
+        self._leave_hints.forget(peer.uuid)  # a new link under its UUID starts afresh
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
         if self._gossip is not None:
             # As zyre: forget its tuple, so that only news of it links again.
             self._gossip.unpublish(node_id(peer.uuid))
-        log.debug("peer %s (%s) removed: %s %s", peer.uuid, peer.protocol.name, reason, detail)
+        if log.isEnabledFor(logging.DEBUG):  # forged peers go by the thousand: rate-limited
+            self._log_rarely(
+                f"removed-{reason}",
+                logging.DEBUG,
+                f"peer {peer.uuid} ({peer.protocol.name}) removed: {reason} {detail}",
+            )
         self._peers_changed.set()
         if self._pinging:
             self._pongs.set()
@@ -732,15 +773,26 @@ class Node:
         unready[newcomer.uuid] = newcomer
         self._unready_peak = max(self._unready_peak, len(unready))
 
-    def _warn_crowded(self, what: str) -> None:
-        self._log_rarely("crowded", logging.WARNING, f"{what} (forged beacons?)")
+    def _warn_crowded(self, what: str, *args: object) -> None:
+        # Formatted only when written: a flood calls this per beacon.
+        log_rarely(
+            log,
+            self._log_limiter,
+            "crowded",
+            logging.WARNING,
+            what + " (forged beacons?)",
+            *args,
+            now=trio.current_time(),
+        )
 
     def _log_rarely(self, topic: str, level: int, what: str) -> None:
-        """Log ``what`` unless this topic was logged in the last 10 s (floods log per packet)."""
-        now = trio.current_time()
-        if now - self._logged.get(topic, -math.inf) >= 10.0:
-            self._logged[topic] = now
-            log.log(level, "%s; this is logged at most every 10 s", what)
+        """Log ``what`` unless this topic was logged in the last 10 s (floods log per packet).
+
+        Every line a remote party can trigger goes through here (or the
+        same limiter elsewhere): a flood writes one line a topic every 10 s.
+        """
+        limiter = self._debug_limiter if level <= logging.DEBUG else self._log_limiter
+        log_rarely(log, limiter, topic, level, "%s", what, now=trio.current_time())
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
@@ -805,14 +857,13 @@ class Node:
         if ballot.group not in self._groups:
             return  # we left it (or never joined): not ours to elect, and no state kept
         members = self._members(ballot.group)
-        log.debug(
-            "%s: %s %s %s from %s",
-            self._name,
-            "LEADER" if ballot.leader else "ELECT",
-            ballot.group,
-            ballot.candidate,
-            peer.protocol.name,
-        )
+        if log.isEnabledFor(logging.DEBUG):  # a peer can send any number: rate-limited
+            self._log_rarely(
+                "ballot",
+                logging.DEBUG,
+                f"{self._name}: {'LEADER' if ballot.leader else 'ELECT'} {ballot.group} "
+                f"{ballot.candidate} from {peer.protocol.name}",
+            )
         if ballot.leader:
             actions = self._elections.leader(
                 peer.uuid, ballot.group, ballot.candidate, members, trio.current_time()
@@ -840,7 +891,8 @@ class Node:
         """Send what the elections ask, report what they decided."""
         if actions:
             self._presence_due(self._elections.deadline())  # an election may have begun
-            log.debug("%s: elections: %s", self._name, actions)
+            if log.isEnabledFor(logging.DEBUG):  # peers' ballots cause these: rate-limited
+                self._log_rarely("elections", logging.DEBUG, f"{self._name}: elections: {actions}")
         for action in actions:
             if isinstance(action, Elected):
                 winner = UUID(hex=action.leader)
@@ -1045,11 +1097,11 @@ class Node:
                     if protocol.ended is ExitReason.EXPIRED and protocol.detail:
                         # Its beacons arrive but its link is deaf: worth an
                         # operator's eye (libzmq dropped what it carried).
-                        log.warning(
-                            "peer %s (%s) removed: %s; linking again at its next beacon",
-                            peer.uuid,
-                            protocol.name,
-                            protocol.detail,
+                        self._log_rarely(
+                            "deaf-link",
+                            logging.WARNING,
+                            f"peer {peer.uuid} ({protocol.name}) removed: {protocol.detail}; "
+                            "linking again at its next beacon",
                         )
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
                 else:
@@ -1104,8 +1156,7 @@ class Node:
         if beacon.leaving:
             # An in-process peer says GOODBYE over its link, after its last messages.
             if peer is not None and not peer.link.in_process:
-                self._leavers.append(peer)
-                self._leavers_lot.unpark_all()
+                self._leaving(peer, beacon, address)
             return
         if peer is None:
             peer = self._add_peer(beacon.uuid, endpoint, beacon_from=address, key=beacon.public_key)
@@ -1118,6 +1169,36 @@ class Node:
             peer.beacon_key = key
         if refreshed and peer.protocol.ready:
             peer.protocol.beacon_heard(trio.current_time())
+
+    def _leaving(self, peer: PeerSession, beacon: wire.Beacon, address: str) -> None:
+        """A port-0 beacon names ``peer``: a hint that it left, never proof (anyone can forge it).
+
+        From another host than the peer's, or (CURVE) with another key than
+        the one its link authenticates, it is ignored.  Otherwise the peer
+        is PINGed, and ``_check_leavers`` ends it if no PING-OK comes
+        within a second (see :class:`~trizre._guard.LeaveHints`): a live
+        peer answers and stays, one that left answers nothing.  Its link
+        ends it otherwise, as any peer.
+        """
+        protocol = peer.protocol
+        key = None if protocol.key is None else curve_key(protocol.key)
+        if not credible_leave(address, beacon.public_key, protocol.endpoint, key):
+            self._log_rarely(
+                "forged-leave",
+                logging.INFO,
+                f"ignoring a leaving beacon for peer {peer.uuid} from {address}: "
+                "not from its host, or not with its key (forged?)",
+            )
+            return
+        if self._leave_hints.hint(peer.uuid, trio.current_time(), protocol.pongs):
+            self._ping(peer)
+            self._leavers_lot.unpark_all()
+
+    @staticmethod
+    def _ping(peer: PeerSession) -> None:
+        protocol = peer.protocol
+        protocol.queue(wire.Ping(0, version=protocol.version))
+        peer.flush()
 
     def _speaks(self, beacon: wire.Beacon, address: str) -> bool:
         """Whether a beacon announces a node we can talk to; logs (rarely) why not.
@@ -1190,7 +1271,11 @@ class Node:
             try:
                 key = curve_key(key_text)
             except ValueError:
-                log.debug("ignoring gossip for %s: bad key %r", peer_uuid, key_text)
+                self._log_rarely(
+                    "gossip-key",
+                    logging.DEBUG,
+                    f"ignoring gossip for {peer_uuid}: bad key {key_text!r}",
+                )
                 return
         if (self._curve is None) != (key is None):
             self._log_rarely(
@@ -1206,11 +1291,25 @@ class Node:
             return
         self._add_peer(peer_uuid, endpoint, key=key)
 
-    async def _remove_leavers(self) -> None:
+    async def _check_leavers(self) -> None:
+        """End the peers announced leaving that did not answer their PING in time."""
+        hints = self._leave_hints
+
+        def pongs(peer_uuid: UUID) -> int | None:
+            found = self._peers.get(peer_uuid)
+            return None if found is None else found.protocol.pongs
+
         while True:
-            while not self._leavers:
+            with trio.move_on_at(hints.deadline()):
                 await self._leavers_lot.park()
-            await self._remove_peer(self._leavers.popleft(), ExitReason.BEACON)
+            left, again = hints.due(trio.current_time(), pongs)
+            for peer_uuid in again:
+                self._ping(self._peers[peer_uuid])
+            for peer_uuid in left:
+                if (peer := self._peers.get(peer_uuid)) is not None:
+                    await self._remove_peer(
+                        peer, ExitReason.BEACON, "it announced leaving and did not answer a PING"
+                    )
 
     # ---------------------------------------------------------- lifecycle
 
@@ -1255,7 +1354,7 @@ class Node:
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
             nursery.start_soon(discovery.listen, self._on_beacon)
-            nursery.start_soon(self._remove_leavers)
+            nursery.start_soon(self._check_leavers)
             nursery.start_soon(self._beacon_sender)
         else:
             nursery.start_soon(self._gossip_discovery)
@@ -1418,7 +1517,10 @@ async def open_node(
             lowest declares it won, as it must when a zyre peer miscounts.
         max_pending_peers: at most this many peers without HELLO hold a TCP
             socket; beyond that the oldest is dropped (a warning is logged,
-            at most every 10 s).
+            at most every 10 s).  Beacons from all sources together may
+            announce this many new TCP peers at once, then this many per
+            ``handshake_timeout`` (forgers spoofing many source addresses;
+            ``docs/security.md``).
         new_peers_per_source: new TCP peers one address may announce by
             beacon, per second, after a burst of 64; beacons beyond that are
             ignored (the peer is taken at a later beacon, or at its HELLO).

@@ -71,6 +71,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_status.py",
         "_trace.py",
         "_events.py",
+        "_guard.py",
     ),
     "transport: sockets, links, discovery": (
         "_zsock.py",
@@ -90,7 +91,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "patterns": ("patterns/",),
     "mdp bridge": ("mdp/",),
     "audit (PySpark)": ("audit/",),
-    "watch, cli": ("_monitor.py", "cli/", "__main__.py"),
+    "watch, metrics, cli": (
+        "_monitor.py",
+        "_pair_health.py",
+        "metrics.py",
+        "cli/",
+        "__main__.py",
+    ),
 }
 """Rooms, bottom to top, and the module paths (under ``trizre/``) in each."""
 

@@ -83,6 +83,7 @@ from ._links import (
     unregister,
 )
 from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
+from ._presence import Deafness
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
 from ._util import release_freed_memory, unwrap_single_exception_group
@@ -128,7 +129,10 @@ class Node:
         self._version = config.protocol_version
         self._identity = b"\x01" + self._uuid.bytes
         self._local: LocalInbox | None = None
-        self._deaf = 0  # publishers waiting for a full subscriber
+        # When our readers waited for a full subscriber (see _publish).
+        self._deafness = Deafness()
+        self._readers: set[trio.lowlevel.Task] = set()  # the inbox readers' tasks
+        self._planned_deaf = False  # the presence keeper's sleep was planned while deaf
         self._peers: dict[UUID, PeerSession] = {}
         self._by_identity: dict[bytes, PeerSession] = {}
         self._groups: set[str] = set()
@@ -627,6 +631,7 @@ class Node:
             handshake=self._handshake_for(peer_uuid),
             key=None if curve is None else z85(curve.server),
             answering=answering,
+            deafness=self._deafness,
         )
         peer = PeerSession(protocol, link)
         if not link.in_process:
@@ -865,6 +870,7 @@ class Node:
     # ------------------------------------------------------------- inbound
 
     async def _reader(self, inbox: Inbox) -> None:
+        self._readers.add(trio.lowlevel.current_task())  # its waits make us deaf
         by_identity = self._by_identity
         publish_nowait = self._fanout.publish_nowait
         tracer = self._tracer
@@ -971,22 +977,30 @@ class Node:
         # Not a checkpoint when every subscriber has room (the common case).
         if self._fanout.publish_nowait(event):
             return
-        # Some subscriber is full: wait for it.  While we wait we read
-        # nothing, so peers are not silent, we are deaf: their clocks
-        # restart when we listen again.
-        self._deaf += 1
+        if trio.lowlevel.current_task() not in self._readers:
+            # The presence keeper, a leaver, an election: the readers go on
+            # reading meanwhile, so nobody's silence is ours.
+            await self._fanout.publish(event)
+            return
+        # A reader waits for a full subscriber: while it waits we read
+        # nothing, and peers' messages wait unread.  Each peer's clock
+        # leaves that time out, up to expired_timeout (see Deafness): only
+        # the time we really could not read, and bounded, so that peers
+        # that died meanwhile still expire however slow the application.
+        deafness = self._deafness
+        deafness.stopped(trio.current_time())
         if self._local is not None and self._local.deaf_since is None:
-            self._local.deaf_since = trio.current_time()  # local peers read this
+            self._local.deaf_since = deafness.since  # local peers read this
         try:
-            waited = await self._fanout.publish(event)
+            await self._fanout.publish(event)
         finally:
-            self._deaf -= 1
-            if self._deaf == 0 and self._local is not None:
-                self._local.deaf_since = None
-        if waited:
-            now = trio.current_time()
-            for peer in self._peers.values():
-                peer.protocol.heard(now)
+            deafness.resumed(trio.current_time())
+            if not deafness.deaf:
+                if self._local is not None:
+                    self._local.deaf_since = None
+                if self._planned_deaf:
+                    # Its deadlines took the whole credit: too late now.
+                    self._presence_due(trio.current_time())
 
     # ------------------------------------------------------------ presence
 
@@ -1054,6 +1068,7 @@ class Node:
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
                 else:
                     deadline = min(deadline, protocol.deadline())
+            self._planned_deaf = self._deafness.deaf
             with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()
             self._presence_sleep = None

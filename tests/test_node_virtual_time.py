@@ -20,7 +20,7 @@ import trio.testing
 
 import trizre
 from tests.nodes import free_udp_port, memory_raw_peer, next_event
-from trizre import wire
+from trizre import _node, wire
 from trizre._discovery import MemoryDiscovery
 from trizre._peer import PeerProtocol
 
@@ -529,7 +529,7 @@ async def test_an_idle_subscription_raises_events_idle_on_time(
 
 
 async def test_thousands_of_peers_that_die_together_expire_on_time_for_a_slow_application(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 25, 2: 3,000 peers go quiet at once; the application takes 1 ms an event.
 
@@ -539,6 +539,8 @@ async def test_thousands_of_peers_that_die_together_expire_on_time_for_a_slow_ap
     """
     n = 3_000
     per_event = 0.001
+    trims: list[float] = []
+    monkeypatch.setattr(_node, "release_freed_memory", lambda: trims.append(trio.current_time()))
     port = free_udp_port()
     with trio.fail_after(600):
         async with (
@@ -577,6 +579,10 @@ async def test_thousands_of_peers_that_die_together_expire_on_time_for_a_slow_ap
             assert max(exits) <= died + 30.0 + n * per_event + 0.1
             assert node.peers() == []
             assert counts[trizre.Evasive] == counts[trizre.Silent] == n
+            # Their sockets' memory goes back to the OS a second after.
+            await trio.sleep(1.0)
+            assert len(trims) == 1
+            assert died + 30.0 + 1.0 < trims[0] <= max(exits) + 1.0
             nursery.cancel_scope.cancel()
 
 

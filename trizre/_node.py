@@ -96,7 +96,9 @@ log = logging.getLogger("trizre.node")
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
-_CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
+# Peers without HELLO at once, or expired in one presence pass: worth
+# handing memory back after.
+_CROWD: Final = 64
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
 _MISSES_KEPT: Final = 1024  # peers whose missed handshakes we remember (forged UUIDs are free)
 _TRACE_KINDS: Final[dict[type, str]] = {
@@ -278,7 +280,10 @@ class Node:
         return self._present(peer).protocol.endpoint
 
     def peer_is_responsive(self, peer: UUID) -> bool:
-        """False while a present peer is evasive or silent (see presence).
+        """False while a present peer is evasive or silent: it left a PING unanswered.
+
+        It turns false when :class:`~trizre.Evasive` is reported, and true
+        again with anything from the peer (see ``docs/node.md``, Presence).
 
         Raises :class:`UnknownPeer` if the peer is not present.
         """
@@ -1035,6 +1040,7 @@ class Node:
             deadline = min(
                 now + self._config.evasive_timeout, self._trim_at, self._elections.deadline()
             )
+            removed = 0
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
                 if protocol.has_queued:
@@ -1066,8 +1072,14 @@ class Node:
                             protocol.detail,
                         )
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
+                    removed += 1
                 else:
                     deadline = min(deadline, protocol.deadline())
+            if removed >= _CROWD:
+                # Peers that died together: hand their sockets' memory back
+                # too, once libzmq's reaper has freed it (see _settle).
+                self._trim_at = trio.current_time() + _TRIM_DELAY
+                deadline = min(deadline, self._trim_at)
             self._planned_deaf = self._deafness.deaf
             with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()
@@ -1417,8 +1429,9 @@ async def open_node(
             ``"lo"`` beacons go to 127.255.255.255.
         beacon_port: the UDP discovery port (5670 is ZRE's).
         beacon_interval: seconds between beacons (zyre: 1 s).
-        evasive_timeout: silence after which a peer is pinged and reported
-            :class:`~trizre.Evasive` (zyre: 5 s).
+        evasive_timeout: silence after which a peer is pinged (zyre: 5 s);
+            :class:`~trizre.Evasive` if it does not answer within
+            ``min(1 s, evasive_timeout / 2)``.
         expired_timeout: silence after which a peer is removed and reported
             :class:`~trizre.Exit` (zyre: 30 s); greater than
             ``evasive_timeout``.

@@ -615,3 +615,33 @@ async def test_a_node_that_cannot_read_for_a_while_keeps_a_peer_whose_messages_w
                 assert node.peers() == [raw.uuid]
                 assert node.peer_is_responsive(raw.uuid)
                 assert trio.current_time() == 25.0 + start
+
+
+async def test_a_peer_is_pinged_on_time_once_the_node_reads_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Deaf 4.5 s while a peer was quiet: its PING comes 4.5 s late, exactly, not later.
+
+    The presence pass due at 5 s finds the node deaf and plans for the
+    whole credit; the reader reading again must bring it back sooner.
+    """
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            stuck = node.events(max_buffer=1)
+            async with memory_raw_peer(node) as quiet, memory_raw_peer(node) as loud:
+                await quiet.hello()
+                assert type(await stuck.receive()) is trizre.Enter
+                await loud.hello()  # its Enter fills stuck's one place
+                assert isinstance(await quiet.receive(), wire.Hello)
+                quiet.deaf()  # from now on only its messages would prove it alive
+                start = trio.current_time()
+                await trio.sleep(1.0)
+                await loud.send(wire.Whisper(loud.next_seq(), (b"blocks the reader",)))
+                await trio.sleep(4.5)
+                assert [type(await stuck.receive()) for _ in range(2)] == [
+                    trizre.Enter,
+                    trizre.Whisper,
+                ]
+                assert isinstance(await quiet.receive(), wire.Ping)
+                assert trio.current_time() == start + 5.0 + 4.5

@@ -223,6 +223,27 @@ def test_curve_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
         assert "X-PUBLICKEY" in entered["headers"]
 
 
+def test_a_quiet_zpinger_is_pinged_but_never_reported_evasive(netns_pair: NetnsPair) -> None:
+    """Issue 25, 7: zpinger whispers on ENTER, then its link is quiet.
+
+    trizre (counting no beacons, as zyre) PINGs it every evasive period,
+    and it answers each time: a healthy peer, never reported.  (Evasive
+    used to go out with each PING.)
+    """
+    z_ns, t_ns = netns_pair
+    with (
+        Zpinger(z_ns),
+        _trizre(t_ns, "tri10", "--evasive", "0.5", "--expired", "10", groups=("GLOBAL",)) as tri,
+    ):
+        z_id = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)["peer"]
+        tri.expect_event("WHISPER", peer=z_id)  # its last word
+        with pytest.raises(AssertionError, match="no matching event"):
+            tri.expect(  # eight evasive periods of quiet
+                lambda e: e.get("event") in ("EVASIVE", "SILENT", "EXIT") and e["peer"] == z_id,
+                timeout=4.0,
+            )
+
+
 def test_plain_trizre_and_curve_zpinger_ignore_each_other(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     with (

@@ -446,7 +446,11 @@ async def test_wait_for_peer_by_name_or_uuid() -> None:
 
 @pytest.mark.parametrize("beacons_refresh", [False, True])
 async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -> None:
-    """Two idle nodes over TCP: with zyre's rule they ping each other, with pyre's they need not."""
+    """Two idle nodes over TCP: with zyre's rule they ping each other, with pyre's they need not.
+
+    Either way a healthy peer answers, and a quiet link is no news: no
+    Evasive (issue 25, 7: it used to go out with every PING).
+    """
     port = free_udp_port()
     timers = {"evasive_timeout": 0.2, "expired_timeout": 2.0, "beacon_interval": 0.05}
     with trio.fail_after(5):
@@ -465,12 +469,13 @@ async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -
         ):
             events = a.events()
             await a.wait_for_peer(b.uuid)
-            evasive = False
-            with trio.move_on_after(0.6):
-                await next_event(events, trizre.Evasive)
-                evasive = True
-            assert evasive is not beacons_refresh
+            with trio.move_on_after(0.6):  # three evasive periods
+                event = await next_event(events, trizre.Evasive)
+                raise AssertionError(f"a healthy quiet peer was reported: {event}")
+            pinged = a._peers[b.uuid].protocol.pongs > 0  # b answered a's PINGs
+            assert pinged is not beacons_refresh
             assert a.peers() == [b.uuid]
+            assert a.peer_is_responsive(b.uuid)
 
 
 async def test_whisper_nowait_keeps_order_with_whisper() -> None:

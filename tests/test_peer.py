@@ -411,9 +411,14 @@ def test_presence_timeline_on_exact_times() -> None:
     peer.sent_queued()
     assert peer.deadline() == 5.0
     assert peer.poll(4.999) == []
-    assert peer.poll(5.0) == [Evasive(PEER, "bob")]
+    assert peer.poll(5.0) == []  # pinged, not reported: it may answer
     assert wire.decode(peer.queued() or []) == wire.Ping(2)
     peer.sent_queued()
+    assert peer.responsive
+    assert peer.deadline() == 6.0
+    assert peer.poll(5.999) == []
+    assert peer.poll(6.0) == [Evasive(PEER, "bob")]  # its PING unanswered for 1 s
+    assert peer.queued() is None  # no second PING for it
     assert not peer.responsive
     assert peer.deadline() == 10.0
     assert peer.poll(10.0) == [Silent(PEER, "bob")]
@@ -453,6 +458,23 @@ def test_traffic_makes_a_silent_peer_alive_again() -> None:
     peer.receive(frames_of(wire.PingOk(2)), 11.0)
     assert peer.responsive
     assert peer.deadline() == 16.0
+
+
+def test_a_quiet_peer_that_answers_its_ping_is_never_reported_evasive() -> None:
+    """zyre on a quiet link: pinged every evasive period, it answers; no event at all."""
+    peer = entered()
+    peer.sent_queued()
+    now = 0.0
+    for seq in range(2, 22):  # ours and its numbers both go on from HELLO's 1
+        now = peer.deadline()
+        assert peer.poll(now) == []
+        assert wire.decode(peer.queued() or []) == wire.Ping(seq)
+        peer.sent_queued()
+        assert peer.responsive
+        peer.receive(frames_of(wire.PingOk(seq)), now + 0.25)  # its answer
+        assert peer.poll(now + 1.0) == []  # no Evasive once the answer was due
+    assert now == 20 * 5.0 + 19 * 0.25
+    assert peer.ended is None
 
 
 def test_a_peer_that_never_said_hello_is_pinged_silently_then_expires() -> None:

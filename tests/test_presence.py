@@ -8,13 +8,14 @@ largest float below ``t``: nothing may be due there.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trizre._presence import Liveness, Presence, PresenceAction
+from trizre._presence import Deafness, Liveness, Presence, PresenceAction, answer_time
 
 A = PresenceAction
 DETERMINISTIC = settings(derandomize=True, database=None, deadline=None, max_examples=500)
@@ -25,13 +26,18 @@ def just_before(t: float) -> float:
 
 
 def expected_actions(heard_at: float, evasive: float, expired: float) -> list[tuple[float, A]]:
-    """The exact (time, action) timeline after traffic at ``heard_at``."""
-    out: list[tuple[float, A]] = []
-    k = 1
+    """The exact (time, action) timeline after traffic at ``heard_at``.
+
+    A PING at ``evasive``; EVASIVE if it is still unanswered
+    ``answer_time`` later; SILENT (with a PING) at twice ``evasive``, then a
+    PING every ``evasive``; EXPIRED at ``expired`` cuts it short.
+    """
+    steps = [(evasive, A.PING), (evasive + answer_time(evasive), A.EVASIVE)]
+    k = 2
     while k * evasive < expired:
-        action = A.EVASIVE if k == 1 else A.SILENT if k == 2 else A.PING
-        out.append((heard_at + k * evasive, action))
+        steps.append((k * evasive, A.SILENT if k == 2 else A.PING))
         k += 1
+    out = [(heard_at + at, action) for at, action in steps if at < expired]
     out.append((heard_at + expired, A.EXPIRED))
     return out
 
@@ -43,7 +49,8 @@ def test_full_timeline_evasive_5_expired_30() -> None:
     p = Presence(0.0, evasive=5.0, expired=30.0)
     assert p.liveness is Liveness.ALIVE
     timeline = [
-        (5.0, A.EVASIVE, Liveness.EVASIVE),
+        (5.0, A.PING, Liveness.PINGED),
+        (6.0, A.EVASIVE, Liveness.EVASIVE),  # its PING unanswered for 1 s
         (10.0, A.SILENT, Liveness.SILENT),
         (15.0, A.PING, Liveness.SILENT),
         (20.0, A.PING, Liveness.SILENT),
@@ -85,7 +92,11 @@ def test_deadline_is_next_action_time_at_every_step() -> None:
     for t in (0.0, 1.0, 4.75):
         assert p.poll(t) is None
         assert p.deadline() == 5.0
-    assert p.poll(5.0) is A.EVASIVE
+    assert p.poll(5.0) is A.PING
+    assert p.deadline() == 6.0
+    assert p.poll(5.5) is None
+    assert p.deadline() == 6.0
+    assert p.poll(6.0) is A.EVASIVE
     assert p.deadline() == 10.0
     assert p.poll(7.5) is None
     assert p.deadline() == 10.0
@@ -112,6 +123,7 @@ def test_poll_none_when_nothing_due_is_idempotent() -> None:
 def test_late_poll_catches_up_one_action_per_call() -> None:
     """A poll well past several deadlines returns them one by one, then None."""
     p = Presence(0.0, 5.0, 30.0)
+    assert p.poll(12.0) is A.PING
     assert p.poll(12.0) is A.EVASIVE
     assert p.poll(12.0) is A.SILENT
     assert p.poll(12.0) is None
@@ -131,7 +143,7 @@ def test_big_time_jump_is_expired_directly() -> None:
 
 def test_jump_exactly_to_expiry_is_expired() -> None:
     p = Presence(0.0, 5.0, 30.0)
-    assert p.poll(just_before(30.0)) is A.EVASIVE
+    assert p.poll(just_before(30.0)) is A.PING
     p = Presence(0.0, 5.0, 30.0)
     assert p.poll(30.0) is A.EXPIRED
 
@@ -152,6 +164,7 @@ def _drive_to(p: Presence, t: float) -> list[A]:
     ("heard_at", "state_before"),
     [
         (3.0, Liveness.ALIVE),
+        (5.5, Liveness.PINGED),
         (7.0, Liveness.EVASIVE),
         (12.0, Liveness.SILENT),
         (22.0, Liveness.SILENT),  # after some PINGs
@@ -189,7 +202,8 @@ def test_heard_postpones_every_step() -> None:
         p.heard(t)
         assert p.deadline() == t + 5.0
     assert p.poll(36.0) is None
-    assert p.poll(37.0) is A.EVASIVE
+    assert p.poll(37.0) is A.PING
+    assert p.poll(38.0) is A.EVASIVE
 
 
 # --------------------------------------------- expired <= evasive and friends
@@ -213,10 +227,16 @@ def test_expired_not_after_evasive_skips_straight_to_expired(
 @pytest.mark.parametrize(
     ("evasive", "expired", "timeline"),
     [
-        (5.0, 7.0, [(5.0, A.EVASIVE), (7.0, A.EXPIRED)]),
-        (5.0, 10.0, [(5.0, A.EVASIVE), (10.0, A.EXPIRED)]),
-        (5.0, 12.0, [(5.0, A.EVASIVE), (10.0, A.SILENT), (12.0, A.EXPIRED)]),
-        (5.0, 15.0, [(5.0, A.EVASIVE), (10.0, A.SILENT), (15.0, A.EXPIRED)]),
+        (5.0, 6.0, [(5.0, A.PING), (6.0, A.EXPIRED)]),  # expired before evasive
+        (5.0, 7.0, [(5.0, A.PING), (6.0, A.EVASIVE), (7.0, A.EXPIRED)]),
+        (5.0, 10.0, [(5.0, A.PING), (6.0, A.EVASIVE), (10.0, A.EXPIRED)]),
+        (5.0, 12.0, [(5.0, A.PING), (6.0, A.EVASIVE), (10.0, A.SILENT), (12.0, A.EXPIRED)]),
+        (5.0, 15.0, [(5.0, A.PING), (6.0, A.EVASIVE), (10.0, A.SILENT), (15.0, A.EXPIRED)]),
+        (
+            0.25,
+            1.0,
+            [(0.25, A.PING), (0.375, A.EVASIVE), (0.5, A.SILENT), (0.75, A.PING), (1.0, A.EXPIRED)],
+        ),
     ],
 )
 def test_expiry_cuts_the_timeline_short(
@@ -437,3 +457,171 @@ def test_with_beacons_expiry_is_exactly_when_a_clock_runs_out(
         elif kind == "beacon":
             p.beacon(now)
             last_any = now
+
+
+# ------------------------------------------------ a quiet peer that answers
+
+
+def test_a_quiet_peer_that_answers_its_pings_is_never_evasive() -> None:
+    """zyre on a quiet link sends nothing but PING-OKs: PINGed, never reported."""
+    p = Presence(0.0, 5.0, 30.0)
+    pings = []
+    while len(pings) < 60:
+        now = p.deadline()
+        assert p.poll(now) is A.PING  # never EVASIVE: nothing else at all
+        assert p.poll(now) is None
+        pings.append(now)
+        assert p.responsive  # pinged, its answer not yet due
+        p.heard(now + 0.125)  # its PING-OK, a round trip later
+        assert p.liveness is Liveness.ALIVE
+    # One PING per evasive period of quiet.
+    assert all(b - a == 5.125 for a, b in itertools.pairwise(pings))
+
+
+def test_a_ping_left_unanswered_makes_it_evasive_then_silent() -> None:
+    p = Presence(0.0, 5.0, 30.0)
+    assert p.poll(5.0) is A.PING
+    assert p.responsive
+    assert p.poll(just_before(6.0)) is None
+    assert p.poll(6.0) is A.EVASIVE
+    assert not p.responsive
+    assert p.poll(10.0) is A.SILENT
+    assert not p.responsive
+    p.heard(11.0)  # a late answer: alive and responsive again
+    assert p.responsive
+    assert p.deadline() == 16.0
+
+
+@pytest.mark.parametrize(
+    ("evasive", "answer"), [(5.0, 1.0), (2.0, 1.0), (1.0, 0.5), (0.25, 0.125), (0.1, 0.05)]
+)
+def test_the_answer_time_is_a_second_at_most_half_the_evasive_timeout(
+    evasive: float, answer: float
+) -> None:
+    assert answer_time(evasive) == answer
+
+
+# ------------------------------------------------------------ our own deafness
+
+
+def test_time_we_could_not_read_is_not_held_against_a_peer() -> None:
+    deafness = Deafness()
+    p = Presence(0.0, 5.0, 30.0, deafness)
+    deafness.stopped(2.0)
+    assert p.deadline() == 35.0  # while deaf: nothing before the whole credit
+    assert p.poll(5.0) is None  # silent 2 s, deaf 3 s: not quiet enough
+    deafness.resumed(4.0)
+    assert p.deadline() == 7.0  # 5 s of silence we could hear
+    assert p.poll(just_before(7.0)) is None
+    seen = []
+    while (t := p.deadline()) < 100.0:
+        action = p.poll(t)
+        assert action is not None
+        seen.append((t, action))
+        if action is A.EXPIRED:
+            break
+    assert seen == expected_actions(2.0, 5.0, 30.0)  # as if last heard at 2
+
+
+def test_deafness_is_credited_only_since_the_peer_was_last_heard() -> None:
+    deafness = Deafness()
+    deafness.stopped(1.0)
+    deafness.resumed(9.0)  # deaf for 8 s, before we heard it at 10
+    p = Presence(0.0, 5.0, 30.0, deafness)
+    p.heard(10.0)
+    assert p.deadline() == 15.0
+    deafness.stopped(12.0)
+    p.heard(13.0)  # read during a deafness (a message taken before it)
+    deafness.resumed(14.0)
+    assert p.deadline() == 19.0  # credited the 1 s deaf after 13
+    assert p.poll(just_before(19.0)) is None
+    assert p.poll(19.0) is A.PING
+
+
+def test_the_credit_is_capped_so_dead_peers_expire_however_long_we_are_deaf() -> None:
+    """A node deaf for ever still drops a dead peer, ``expired`` seconds late at most."""
+    deafness = Deafness()
+    p = Presence(0.0, 5.0, 30.0, deafness)
+    deafness.stopped(1.0)
+    seen = []
+    while True:
+        t = p.deadline()
+        assert p.poll(just_before(t)) is None
+        action = p.poll(t)
+        assert action is not None
+        seen.append((t, action))
+        if action is A.EXPIRED:
+            break
+    assert seen == expected_actions(30.0, 5.0, 30.0)  # the whole cap, no more
+    assert seen[-1] == (60.0, A.EXPIRED)
+
+
+def test_deafness_nests_and_refuses_an_unmatched_resume() -> None:
+    deafness = Deafness()
+    with pytest.raises(RuntimeError):
+        deafness.resumed(0.0)
+    deafness.stopped(1.0)
+    deafness.stopped(2.0)  # two readers wait
+    deafness.resumed(3.0)
+    assert deafness.deaf
+    assert deafness.mark(4.0) == 3.0
+    deafness.resumed(5.0)
+    assert not deafness.deaf
+    assert deafness.total == 4.0
+    assert deafness.mark(100.0) == 4.0
+
+
+deaf_kinds = st.sampled_from(["nothing", "heard", "deaf", "reads"])
+
+
+def _deaf_overlap(intervals: list[list[float]], since: float, now: float) -> float:
+    """Seconds of the (start, end) intervals inside [since, now]; an open one ends at inf."""
+    return sum(max(0.0, min(end, now) - max(start, since)) for start, end in intervals)
+
+
+@DETERMINISTIC
+@given(
+    start=st.integers(0, 10_000).map(lambda n: n / 4),
+    evasive=st.integers(1, 40).map(lambda n: n / 4),
+    expired=st.integers(1, 160).map(lambda n: n / 4),
+    ops=st.lists(st.tuples(quarters, deaf_kinds), max_size=60),
+)
+def test_while_deaf_expiry_is_when_the_silence_we_could_hear_reaches_expired(
+    start: float, evasive: float, expired: float, ops: list[tuple[float, str]]
+) -> None:
+    """Sleep until deadline() (asked again whenever the deafness changes), poll, repeat.
+
+    Nothing is due before deadline(); something is at it; EXPIRED comes
+    exactly when the silence less the deafness since (at most ``expired``
+    of it) reaches ``expired``.
+    """
+    deafness = Deafness()
+    p = Presence(start, evasive, expired, deafness)
+    now = last = start
+    intervals: list[list[float]] = []
+
+    def silence(at: float) -> float:
+        return at - last - min(expired, _deaf_overlap(intervals, last, at))
+
+    for advance, kind in ops:
+        target = now + advance
+        while p.deadline() <= target:
+            now = _sleep_until_deadline(p, now)
+            action = p.poll(now)
+            assert action is not None, "deadline() promised an action"
+            assert (action is A.EXPIRED) is (silence(now) >= expired)
+            if action is A.EXPIRED:
+                return
+            while (more := p.poll(now)) is not None:
+                assert more is not A.EXPIRED
+        now = target
+        assert silence(now) < expired
+        if kind == "heard":
+            p.heard(now)
+            last = now
+        elif kind == "deaf" and not deafness.deaf:
+            deafness.stopped(now)
+            intervals.append([now, math.inf])
+        elif kind == "reads" and deafness.deaf:
+            deafness.resumed(now)
+            intervals[-1][1] = now

@@ -97,7 +97,12 @@ class Shout:
 @final
 @attrs.frozen
 class Evasive:
-    """A peer has been silent for ``evasive_timeout``: we sent it a PING."""
+    """A peer left our PING unanswered.
+
+    Silent for ``evasive_timeout``, it was PINGed, and nothing came within
+    ``min(1 s, evasive_timeout / 2)``.  A quiet peer that answers is never
+    reported.
+    """
 
     peer: uuid.UUID
     name: str
@@ -106,7 +111,11 @@ class Evasive:
 @final
 @attrs.frozen
 class Silent:
-    """A peer left our PING unanswered for another ``evasive_timeout``."""
+    """A peer has been silent for twice ``evasive_timeout``.
+
+    PINGed again then, and every ``evasive_timeout`` until it answers or
+    expires.
+    """
 
     peer: uuid.UUID
     name: str

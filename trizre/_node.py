@@ -85,6 +85,7 @@ from ._links import (
     unregister,
 )
 from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
+from ._presence import Deafness
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
 from ._util import release_freed_memory, unwrap_single_exception_group
@@ -97,7 +98,9 @@ log = logging.getLogger("trizre.node")
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
-_CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
+# Peers without HELLO at once, or expired in one presence pass: worth
+# handing memory back after.
+_CROWD: Final = 64
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
 _MISSES_KEPT: Final = 1024  # peers whose missed handshakes we remember (forged UUIDs are free)
 _SOURCE_BURST: Final = 64  # new peers one beacon source may announce at once
@@ -131,7 +134,10 @@ class Node:
         self._version = config.protocol_version
         self._identity = b"\x01" + self._uuid.bytes
         self._local: LocalInbox | None = None
-        self._deaf = 0  # publishers waiting for a full subscriber
+        # When our readers waited for a full subscriber (see _publish).
+        self._deafness = Deafness()
+        self._readers: set[trio.lowlevel.Task] = set()  # the inbox readers' tasks
+        self._planned_deaf = False  # the presence keeper's sleep was planned while deaf
         self._peers: dict[UUID, PeerSession] = {}
         self._by_identity: dict[bytes, PeerSession] = {}
         self._groups: set[str] = set()
@@ -289,7 +295,10 @@ class Node:
         return self._present(peer).protocol.endpoint
 
     def peer_is_responsive(self, peer: UUID) -> bool:
-        """False while a present peer is evasive or silent (see presence).
+        """False while a present peer is evasive or silent: it left a PING unanswered.
+
+        It turns false when :class:`~trizre.Evasive` is reported, and true
+        again with anything from the peer (see ``docs/node.md``, Presence).
 
         Raises :class:`UnknownPeer` if the peer is not present.
         """
@@ -662,6 +671,7 @@ class Node:
             handshake=self._handshake_for(peer_uuid),
             key=None if curve is None else z85(curve.server),
             answering=answering,
+            deafness=self._deafness,
         )
         peer = PeerSession(protocol, link)
         if not link.in_process:
@@ -917,6 +927,7 @@ class Node:
     # ------------------------------------------------------------- inbound
 
     async def _reader(self, inbox: Inbox) -> None:
+        self._readers.add(trio.lowlevel.current_task())  # its waits make us deaf
         by_identity = self._by_identity
         publish_nowait = self._fanout.publish_nowait
         tracer = self._tracer
@@ -1023,22 +1034,30 @@ class Node:
         # Not a checkpoint when every subscriber has room (the common case).
         if self._fanout.publish_nowait(event):
             return
-        # Some subscriber is full: wait for it.  While we wait we read
-        # nothing, so peers are not silent, we are deaf: their clocks
-        # restart when we listen again.
-        self._deaf += 1
+        if trio.lowlevel.current_task() not in self._readers:
+            # The presence keeper, a leaver, an election: the readers go on
+            # reading meanwhile, so nobody's silence is ours.
+            await self._fanout.publish(event)
+            return
+        # A reader waits for a full subscriber: while it waits we read
+        # nothing, and peers' messages wait unread.  Each peer's clock
+        # leaves that time out, up to expired_timeout (see Deafness): only
+        # the time we really could not read, and bounded, so that peers
+        # that died meanwhile still expire however slow the application.
+        deafness = self._deafness
+        deafness.stopped(trio.current_time())
         if self._local is not None and self._local.deaf_since is None:
-            self._local.deaf_since = trio.current_time()  # local peers read this
+            self._local.deaf_since = deafness.since  # local peers read this
         try:
-            waited = await self._fanout.publish(event)
+            await self._fanout.publish(event)
         finally:
-            self._deaf -= 1
-            if self._deaf == 0 and self._local is not None:
-                self._local.deaf_since = None
-        if waited:
-            now = trio.current_time()
-            for peer in self._peers.values():
-                peer.protocol.heard(now)
+            deafness.resumed(trio.current_time())
+            if not deafness.deaf:
+                if self._local is not None:
+                    self._local.deaf_since = None
+                if self._planned_deaf:
+                    # Its deadlines took the whole credit: too late now.
+                    self._presence_due(trio.current_time())
 
     # ------------------------------------------------------------ presence
 
@@ -1073,6 +1092,7 @@ class Node:
             deadline = min(
                 now + self._config.evasive_timeout, self._trim_at, self._elections.deadline()
             )
+            removed = 0
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
                 if protocol.has_queued:
@@ -1104,8 +1124,15 @@ class Node:
                             "linking again at its next beacon",
                         )
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
+                    removed += 1
                 else:
                     deadline = min(deadline, protocol.deadline())
+            if removed >= _CROWD:
+                # Peers that died together: hand their sockets' memory back
+                # too, once libzmq's reaper has freed it (see _settle).
+                self._trim_at = trio.current_time() + _TRIM_DELAY
+                deadline = min(deadline, self._trim_at)
+            self._planned_deaf = self._deafness.deaf
             with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()
             self._presence_sleep = None
@@ -1501,8 +1528,9 @@ async def open_node(
             ``"lo"`` beacons go to 127.255.255.255.
         beacon_port: the UDP discovery port (5670 is ZRE's).
         beacon_interval: seconds between beacons (zyre: 1 s).
-        evasive_timeout: silence after which a peer is pinged and reported
-            :class:`~trizre.Evasive` (zyre: 5 s).
+        evasive_timeout: silence after which a peer is pinged (zyre: 5 s);
+            :class:`~trizre.Evasive` if it does not answer within
+            ``min(1 s, evasive_timeout / 2)``.
         expired_timeout: silence after which a peer is removed and reported
             :class:`~trizre.Exit` (zyre: 30 s); greater than
             ``evasive_timeout``.

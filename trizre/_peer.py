@@ -34,9 +34,9 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   election) come out as :class:`Ballot` for the node's elections, and one
   whose body is not zyre's (group, candidate) is counted and skipped.
 * Presence: in-sequence traffic proves the peer alive; :meth:`poll` turns
-  silence into PINGs, :class:`~trizre.Evasive` and :class:`~trizre.Silent`
-  events and, at ``expired``, :attr:`ExitReason.EXPIRED`
-  (see :mod:`trizre._presence`).  Beacons the node counts
+  silence into PINGs, :class:`~trizre.Evasive` (a PING left unanswered)
+  and :class:`~trizre.Silent` events and, at ``expired``,
+  :attr:`ExitReason.EXPIRED` (see :mod:`trizre._presence`).  Beacons the node counts
   (:meth:`PeerProtocol.beacon_heard`) prove the peer alive, not the link:
   a link silent for twice ``expired`` still ends it, with a
   :attr:`PeerProtocol.detail` that says so.
@@ -64,7 +64,7 @@ import attrs
 
 from . import wire
 from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
-from ._presence import Liveness, Presence, PresenceAction
+from ._presence import Deafness, Presence, PresenceAction
 from ._trace import ExitReason
 
 __all__ = [
@@ -172,7 +172,9 @@ class PeerProtocol:
     (queued first), and in CURVE mode the Z85 ``key`` the peer
     authenticates with.  Bad input: a HELLO not numbered 1 raises
     ``ValueError``; ``version`` must be one of ``wire.MESSAGE_VERSIONS``.
-    Times are any monotonic float clock; the node passes Trio's.
+    Times are any monotonic float clock; the node passes Trio's, and its
+    :class:`~trizre._presence.Deafness`, shared by all its peers, so that
+    the time it could not read is not held against them.
     """
 
     # A process may hold thousands of these (100 local nodes: 9,900), so the
@@ -211,6 +213,7 @@ class PeerProtocol:
         handshake: float = math.inf,
         key: str | None = None,
         answering: bool = False,
+        deafness: Deafness | None = None,
     ) -> None:
         if hello.sequence != wire.HELLO_SEQUENCE:
             raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
@@ -221,7 +224,7 @@ class PeerProtocol:
         self.route = route(peer, key)
         self.endpoint = endpoint
         self.version = hello.version
-        self.presence = Presence(now, evasive, expired)
+        self.presence = Presence(now, evasive, expired, deafness)
         self.name = ""
         self.headers: tuple[tuple[str, str], ...] = ()
         self.groups = _NO_GROUPS
@@ -437,8 +440,8 @@ class PeerProtocol:
 
     @property
     def responsive(self) -> bool:
-        """False while the peer is evasive or silent."""
-        return self.presence.liveness is Liveness.ALIVE
+        """False while the peer is evasive or silent (it left a PING unanswered)."""
+        return self.presence.responsive
 
     def deadline(self) -> float:
         """The earliest time at which :meth:`poll` may have something to do."""
@@ -468,9 +471,12 @@ class PeerProtocol:
                 else:
                     self._end(ExitReason.EXPIRED)
                 break
+            if action is PresenceAction.EVASIVE:
+                # Its PING went out a step earlier and is still unanswered.
+                if self.ready:
+                    events.append(Evasive(self.uuid, self.name))
+                continue
             self.queue(wire.Ping(0, version=self.version))
-            if self.ready and action is PresenceAction.EVASIVE:
-                events.append(Evasive(self.uuid, self.name))
-            elif self.ready and action is PresenceAction.SILENT:
+            if self.ready and action is PresenceAction.SILENT:
                 events.append(Silent(self.uuid, self.name))
         return events

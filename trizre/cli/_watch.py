@@ -188,8 +188,8 @@ async def _watch(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     async with (
         # Beacons prove peers alive: an observer PINGs a quiet peer only once
-        # per expired_timeout, and its log shows no "evasive" every few
-        # seconds for each one.
+        # per expired_timeout, not every evasive_timeout.  (Its log shows
+        # "evasive" only for a peer that leaves a PING unanswered, either way.)
         open_command_node(args, name="trizre-watch", beacons_refresh=True) as node,
         open_monitor(node) as monitor,
         trio.open_nursery() as nursery,

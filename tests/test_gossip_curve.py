@@ -1,0 +1,360 @@
+"""Gossip over CURVE (issue 25, section 8): our hubs and clients, refusals, and nodes using them.
+
+A CURVE hub is a CURVE server under its key pair, its clients judged by
+the process's ZAP handler; a client given the hub's public key connects
+as a CURVE client with its own key pair (czmq's zgossip with its draft
+security API, which zyre drives).  Each refusal test first shows a good
+client getting through the very same hub, so that what refuses the other
+one is the key, not the set-up; the refusal itself is observed (libzmq's
+handshake events), never inferred from silence.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+import trizre
+from tests.czmq import free_tcp_port
+from tests.nodes import next_event
+from trizre._curve import CurvePolicy
+from trizre._gossip import Deliver, Forget
+from trizre._gossip_service import GossipService, Handshake, open_gossip
+
+
+class Ear:
+    """The tuples a service heard, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.tuples: dict[str, str] = {}
+        self.changed = trio.Event()
+
+    def __call__(self, action: Deliver | Forget) -> None:
+        if isinstance(action, Deliver):
+            self.tuples[action.key] = action.value
+        else:
+            self.tuples.pop(action.key, None)
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def until(self, key: str, value: str) -> None:
+        while self.tuples.get(key) != value:
+            await self.changed.wait()
+
+
+class Shakes:
+    """The handshakes a service reported, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[Handshake] = []
+        self.changed = trio.Event()
+
+    def __call__(self, shake: Handshake) -> None:
+        self.seen.append(shake)
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def until(self, wanted: Callable[[Handshake], bool]) -> Handshake:
+        while True:
+            for shake in self.seen:
+                if wanted(shake):
+                    return shake
+            await self.changed.wait()
+
+
+def refused(side: str, words: str) -> Callable[[Handshake], bool]:
+    return lambda shake: shake.side == side and not shake.ok and words in shake.reason
+
+
+def succeeded(side: str) -> Callable[[Handshake], bool]:
+    return lambda shake: shake.side == side and shake.ok
+
+
+@asynccontextmanager
+async def gossip(
+    bind: list[str] | None = None, connect: list[str] | None = None, **curve: Any
+) -> AsyncIterator[tuple[GossipService, Ear, Shakes]]:
+    ear, shakes = Ear(), Shakes()
+    async with open_gossip(bind or [], connect or [], heard=ear, handshake=shakes, **curve) as g:
+        yield g, ear, shakes
+
+
+HUB_CERT = trizre.Certificate.generate()
+GOOD_CERT = trizre.Certificate.generate()
+OTHER_CERT = trizre.Certificate.generate()  # not allowed at the hub
+
+
+@asynccontextmanager
+async def curve_hub() -> AsyncIterator[tuple[GossipService, Ear, Shakes]]:
+    """A CURVE hub under HUB_CERT that lets in GOOD_CERT's key only, publishing one tuple."""
+    policy = CurvePolicy("global", frozenset({GOOD_CERT.public}))
+    async with gossip(["tcp://127.0.0.1:*"], curve=HUB_CERT, allow=policy) as hub:
+        hub[0].publish("HUB", "tcp://127.0.0.1:50100")
+        yield hub
+
+
+async def good_client_hears_the_hub(hub: GossipService, hub_ear: Ear) -> None:
+    """The control: a client with the right keys gets through (both ways)."""
+    async with gossip(connect=hub.endpoints, curve=GOOD_CERT, server_key=HUB_CERT.public_z85) as (
+        client,
+        ear,
+        shakes,
+    ):
+        client.publish("GOOD", "tcp://127.0.0.1:50101")
+        await ear.until("HUB", "tcp://127.0.0.1:50100")
+        await hub_ear.until("GOOD", "tcp://127.0.0.1:50101")
+        assert await shakes.until(succeeded("remote"))
+
+
+async def test_a_curve_client_and_a_curve_hub_gossip_both_ways() -> None:
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, hub_ear, hub_shakes):
+            await good_client_hears_the_hub(hub, hub_ear)
+            shake = await hub_shakes.until(succeeded("hub"))
+            assert shake.endpoint == hub.endpoints[0]
+
+
+async def test_a_curve_hub_refuses_a_client_without_curve() -> None:
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, hub_ear, hub_shakes):
+            await good_client_hears_the_hub(hub, hub_ear)
+            async with gossip(connect=hub.endpoints) as (plain, ear, shakes):
+                plain.publish("PLAIN", "tcp://127.0.0.1:50102")
+                await shakes.until(refused("remote", "one side speaks CURVE"))
+                await hub_shakes.until(refused("hub", "does not speak CURVE"))
+                assert ear.tuples == {}
+                assert "PLAIN" not in hub_ear.tuples
+
+
+async def test_a_curve_hub_refuses_a_client_with_the_wrong_hub_key() -> None:
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, hub_ear, hub_shakes):
+            await good_client_hears_the_hub(hub, hub_ear)
+            async with gossip(
+                connect=hub.endpoints, curve=GOOD_CERT, server_key=OTHER_CERT.public
+            ) as (_, ear, shakes):
+                await shakes.until(refused("remote", "wrong gossip_server_key"))
+                await hub_shakes.until(refused("hub", "bad CURVE handshake"))
+                assert ear.tuples == {}
+
+
+async def test_a_curve_hub_refuses_a_client_key_it_does_not_allow() -> None:
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, hub_ear, hub_shakes):
+            await good_client_hears_the_hub(hub, hub_ear)
+            async with gossip(
+                connect=hub.endpoints, curve=OTHER_CERT, server_key=HUB_CERT.public
+            ) as (_, ear, shakes):
+                await shakes.until(refused("remote", "does not allow this node's key"))
+                await hub_shakes.until(refused("hub", "key is not allowed"))
+                assert ear.tuples == {}
+
+
+async def test_a_curve_client_is_refused_by_a_hub_without_curve() -> None:
+    with trio.fail_after(10):
+        async with gossip(["tcp://127.0.0.1:*"]) as (hub, _, hub_shakes):  # noqa: SIM117
+            async with gossip(
+                connect=hub.endpoints, curve=GOOD_CERT, server_key=HUB_CERT.public
+            ) as (_, ear, shakes):
+                await shakes.until(refused("remote", "one side speaks CURVE"))
+                await hub_shakes.until(refused("hub", "does not speak CURVE"))
+                assert ear.tuples == {}
+
+
+async def test_refusals_are_logged_now_and_then(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="trizre.gossip")
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, _, hub_shakes):  # noqa: SIM117
+            async with gossip(
+                connect=hub.endpoints, curve=GOOD_CERT, server_key=OTHER_CERT.public
+            ) as (_, _, shakes):
+                # With a wrong key libzmq retries every 100 ms: wait for several refusals.
+                while len([s for s in shakes.seen if not s.ok]) < 3:
+                    await shakes.changed.wait()
+                while len([s for s in hub_shakes.seen if not s.ok]) < 3:
+                    await hub_shakes.changed.wait()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    infos = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert len(warnings) == 1, warnings
+    assert "refused us: the hub dropped the CURVE handshake" in warnings[0].getMessage()
+    assert len(infos) == 1, infos
+    assert "refused a client: a bad CURVE handshake" in infos[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"server_key": HUB_CERT.public}, ValueError, "server_key needs curve"),
+        ({"curve": HUB_CERT.public_only()}, ValueError, "with its secret key"),
+        ({"curve": "key"}, TypeError, "curve must be a trizre.Certificate"),
+        ({"curve": HUB_CERT, "server_key": "short"}, ValueError, "Z85 CURVE key is 40"),
+        ({"curve": HUB_CERT, "server_key": b"\0" * 31}, ValueError, "raw CURVE key is 32"),
+        ({"curve": HUB_CERT, "server_key": 7}, TypeError, "a CURVE key is"),
+        ({"curve": HUB_CERT, "bind": ["tcp://127.0.0.1:*"]}, ValueError, "needs allow="),
+        ({"allow": "anyone"}, TypeError, "allow must be a trizre CurvePolicy"),
+    ],
+)
+async def test_bad_curve_arguments_are_refused(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    bind = options.pop("bind", [])
+    with pytest.raises(error, match=match):
+        async with open_gossip(bind, ["tcp://127.0.0.1:5999"], **options):
+            pass
+
+
+# --------------------------------------------------------------------- nodes
+
+
+async def test_curve_nodes_meet_and_whisper_through_a_curve_hub() -> None:
+    certs = [trizre.Certificate.generate() for _ in range(3)]
+    hub_endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
+    with trio.fail_after(10):
+        async with AsyncExitStack() as stack:
+            hub = await stack.enter_async_context(
+                trizre.open_node(
+                    "hub",
+                    discovery="gossip",
+                    endpoint="tcp://127.0.0.1:*",
+                    gossip_bind=hub_endpoint,
+                    curve=certs[0],
+                    curve_allow=certs,
+                )
+            )
+            a, b = [
+                await stack.enter_async_context(
+                    trizre.open_node(
+                        name,
+                        discovery="gossip",
+                        endpoint="tcp://127.0.0.1:*",
+                        gossip_connect=hub_endpoint,
+                        gossip_server_key=certs[0].public_z85,
+                        curve=cert,
+                        curve_allow=certs,
+                    )
+                )
+                for name, cert in (("a", certs[1]), ("b", certs[2]))
+            ]
+            events = a.events()
+            await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            await hub.wait_for_peer(a.uuid)
+            assert a.peer_headers(b.uuid)["X-PUBLICKEY"] == certs[2].public_z85
+            await b.whisper(a.uuid, b"through an encrypted hub")
+            assert (await next_event(events, trizre.Whisper)).frames == (
+                b"through an encrypted hub",
+            )
+
+
+class _Refusal(logging.Handler):
+    """Sets a Trio event when the gossip logger says a hub refused us."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard = trio.Event()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "refused us" in record.getMessage():
+            self.messages.append(record.getMessage())
+            self.heard.set()
+
+
+async def test_a_curve_node_without_the_hub_key_is_refused_and_told_why() -> None:
+    certs = [trizre.Certificate.generate() for _ in range(2)]
+    hub_endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
+    refusal = _Refusal()
+    logger = logging.getLogger("trizre.gossip")
+    logger.addHandler(refusal)
+    try:
+        with trio.fail_after(10):
+            async with AsyncExitStack() as stack:
+                hub = await stack.enter_async_context(
+                    trizre.open_node(
+                        "hub",
+                        discovery="gossip",
+                        endpoint="tcp://127.0.0.1:*",
+                        gossip_bind=hub_endpoint,
+                        curve=certs[0],
+                        curve_allow=certs,
+                    )
+                )
+                node = await stack.enter_async_context(
+                    trizre.open_node(
+                        "no-key",
+                        discovery="gossip",
+                        endpoint="tcp://127.0.0.1:*",
+                        gossip_connect=hub_endpoint,
+                        curve=certs[1],
+                        curve_allow=certs,
+                    )
+                )
+                await refusal.heard.wait()
+                assert "one side speaks CURVE" in refusal.messages[0]
+                assert node.peers() == [] and hub.peers() == []
+    finally:
+        logger.removeHandler(refusal)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        (
+            {"gossip_connect": "tcp://127.0.0.1:5999", "gossip_server_key": HUB_CERT.public},
+            ValueError,
+            "gossip_server_key needs curve",
+        ),
+        (
+            {
+                "gossip_bind": "tcp://127.0.0.1:5999",
+                "gossip_server_key": HUB_CERT.public,
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            ValueError,
+            "key of the gossip_connect hubs",
+        ),
+        (
+            {
+                "gossip_connect": "tcp://127.0.0.1:5999",
+                "gossip_server_key": "not a key",
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            ValueError,
+            "gossip_server_key: a Z85 CURVE key is 40 characters",
+        ),
+        (
+            {
+                "gossip_connect": "tcp://127.0.0.1:5999",
+                "gossip_server_key": 42,
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            TypeError,
+            "gossip_server_key: a CURVE key is",
+        ),
+    ],
+)
+def test_gossip_server_key_is_checked(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        trizre.NodeConfig(discovery="gossip", endpoint="tcp://127.0.0.1:*", **options)
+
+
+def test_gossip_server_key_takes_any_key_form() -> None:
+    for form in (HUB_CERT, HUB_CERT.public, HUB_CERT.public_z85):
+        config = trizre.NodeConfig(
+            discovery="gossip",
+            gossip_connect="tcp://127.0.0.1:5999",
+            gossip_server_key=form,
+            curve=GOOD_CERT,
+            curve_allow="*",
+        )
+        assert config.gossip_server_key == HUB_CERT.public

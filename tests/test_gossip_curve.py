@@ -11,9 +11,12 @@ handshake events), never inferred from silence.
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -358,3 +361,51 @@ def test_gossip_server_key_takes_any_key_form() -> None:
             curve_allow="*",
         )
         assert config.gossip_server_key == HUB_CERT.public
+
+
+# ----------------------------------------------------------------------- CLI
+
+GUARDED = [sys.executable, "-u", str(Path(__file__).parent / "guarded_cli.py")]
+
+
+async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: Path) -> None:
+    hub_cert, ours = trizre.Certificate.generate(), trizre.Certificate.generate()
+    ours.save(tmp_path / "ours")
+    hub_cert.public_only().save(tmp_path / "hub.pub")
+    hub = f"ipc://{tmp_path}/hub"
+    base = [*GUARDED, "peers", "--gossip", hub, "--endpoint", "tcp://127.0.0.1:*"]
+    curve = ["--curve", str(tmp_path / "ours"), "--curve-allow", "any"]
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "hub",
+            discovery="gossip",
+            endpoint="tcp://127.0.0.1:*",
+            gossip_bind=hub,
+            curve=hub_cert,
+            curve_allow=[ours],
+        ):
+            for key in (f"--gossip-server-key={hub_cert.public_z85}", str(tmp_path / "hub.pub")):
+                option = [key] if key.startswith("--") else ["--gossip-server-key", key]
+                result = await trio.run_process(
+                    [*base, *curve, *option, "--wait", "3", "--json"],
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+                assert result.returncode == 0, result.stderr
+                peers = json.loads(result.stdout)["peers"]
+                assert [peer["name"] for peer in peers] == ["hub"]
+    for args, words in (
+        (
+            [*base, "--gossip-server-key", hub_cert.public_z85],
+            "needs --gossip (the hubs) and --curve",
+        ),
+        ([*base, *curve, "--gossip-server-key", "nonsense"], "neither a Z85 key nor a certificate"),
+    ):
+        with trio.fail_after(60):
+            bad = await trio.run_process(
+                args, capture_stdout=True, capture_stderr=True, check=False
+            )
+        stderr = bad.stderr.decode()
+        assert bad.returncode == 1 and words in stderr, stderr
+        assert "Traceback" not in stderr

@@ -17,17 +17,19 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
+import zmq
 
 import trizre
-from tests.czmq import free_tcp_port
+from tests.czmq import ZGossip, czmq_with_drafts, free_tcp_port
+from tests.interop import zyre_cache
 from tests.nodes import next_event
-from trizre._curve import CurvePolicy
+from trizre._curve import CurvePolicy, z85
 from trizre._gossip import Deliver, Forget
-from trizre._gossip_service import GossipService, Handshake, open_gossip
+from trizre._gossip_service import GossipService, Handshake, handshake_reason, open_gossip
 
 
 class Ear:
@@ -409,3 +411,106 @@ async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: 
         stderr = bad.stderr.decode()
         assert bad.returncode == 1 and words in stderr, stderr
         assert "Traceback" not in stderr
+
+
+# ------------------------------------------------------- handshake words
+
+
+@pytest.mark.parametrize(
+    ("event", "value", "side", "words"),
+    [
+        (
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH,
+            400,
+            "hub",
+            "the client's key is not allowed (ZAP status 400)",
+        ),
+        (zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400, "remote", "the hub does not allow this node's key"),
+        (
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+            zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+            "remote",
+            "one side speaks CURVE and the other does not",
+        ),
+        (
+            zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+            zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+            "hub",
+            "the client does not speak CURVE",
+        ),
+        (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, 0x11000001, "hub", "protocol error 0x11000001"),
+        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "remote", "the wrong gossip_server_key?"),
+        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "hub", "the handshake failed"),
+    ],
+)
+def test_handshake_failures_are_put_in_words(
+    event: int, value: int, side: Literal["hub", "remote"], words: str
+) -> None:
+    assert words in handshake_reason(event, value, side)
+
+
+# ------------------------------------------------- czmq's zgossip, drafts on
+
+CZMQ_DRAFTS = czmq_with_drafts(zyre_cache() / "lib")
+needs_czmq_drafts = pytest.mark.skipif(
+    CZMQ_DRAFTS is None,
+    reason=f"no czmq with its DRAFT API in {zyre_cache() / 'lib'} (zgossip's CURVE): "
+    "CZMQ_TARBALL=czmq-4.2.1.tar.gz scripts/build-zyre.sh builds one",
+)
+
+
+@needs_czmq_drafts
+async def test_we_join_a_curve_czmq_hub_with_its_key() -> None:
+    assert CZMQ_DRAFTS is not None
+    czmq = ZGossip(CZMQ_DRAFTS)
+    endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
+    czmq.send(b"SET PUBLICKEY", HUB_CERT.public_z85.encode())
+    czmq.send(b"SET SECRETKEY", z85(HUB_CERT.secret or b"").encode())
+    czmq.send(b"BIND", endpoint.encode())
+    czmq.send(b"PUBLISH", b"ZYRE-NODE", b"tcp://127.0.0.1:49990|" + GOOD_CERT.public_z85.encode())
+    try:
+        with trio.fail_after(10):
+            # The control first: without the key, czmq's CURVE hub turns us away.
+            async with gossip(connect=[endpoint]) as (_, plain_ear, plain_shakes):
+                await plain_shakes.until(refused("remote", "one side speaks CURVE"))
+                assert plain_ear.tuples == {}
+            async with gossip(connect=[endpoint], curve=GOOD_CERT, server_key=HUB_CERT.public) as (
+                ours,
+                ear,
+                _,
+            ):
+                ours.publish("TRIZRE-NODE", "tcp://127.0.0.1:50005")
+                await ear.until("ZYRE-NODE", f"tcp://127.0.0.1:49990|{GOOD_CERT.public_z85}")
+                value = await trio.to_thread.run_sync(delivered, czmq, "TRIZRE-NODE")
+                assert value == "tcp://127.0.0.1:50005"
+    finally:
+        czmq.close()
+
+
+@needs_czmq_drafts
+async def test_a_curve_czmq_service_joins_our_curve_hub_with_its_key() -> None:
+    assert CZMQ_DRAFTS is not None
+    with trio.fail_after(10):
+        async with curve_hub() as (hub, ear, shakes):
+            czmq = ZGossip(CZMQ_DRAFTS)
+            try:
+                czmq.send(b"SET PUBLICKEY", GOOD_CERT.public_z85.encode())
+                czmq.send(b"SET SECRETKEY", z85(GOOD_CERT.secret or b"").encode())
+                czmq.send(b"CONNECT", hub.endpoints[0].encode(), HUB_CERT.public_z85.encode())
+                czmq.send(b"PUBLISH", b"ZYRE-NODE", b"tcp://127.0.0.1:49991")
+                await ear.until("ZYRE-NODE", "tcp://127.0.0.1:49991")
+                assert await shakes.until(succeeded("hub"))
+                value = await trio.to_thread.run_sync(delivered, czmq, "HUB")
+                assert value == "tcp://127.0.0.1:50100"
+            finally:
+                czmq.close()
+
+
+def delivered(czmq: ZGossip, key: str) -> str:
+    """The value czmq's service delivers to its application for ``key`` (5 s a read)."""
+    for _ in range(10):
+        assert czmq.recv() == "DELIVER"
+        found, value = czmq.recv(), czmq.recv()
+        if found == key:
+            return value
+    raise AssertionError(f"czmq never delivered {key!r}")

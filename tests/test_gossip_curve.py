@@ -202,6 +202,11 @@ async def test_refusals_are_logged_now_and_then(caplog: pytest.LogCaptureFixture
         ({"curve": HUB_CERT, "server_key": 7}, TypeError, "a CURVE key is"),
         ({"curve": HUB_CERT, "bind": ["tcp://127.0.0.1:*"]}, ValueError, "needs allow="),
         ({"allow": "anyone"}, TypeError, "allow must be a trizre CurvePolicy"),
+        (
+            {"curve": HUB_CERT, "server_key": {"tcp://127.0.0.1:6000": HUB_CERT}},
+            ValueError,
+            "names hubs that are not in connect",
+        ),
     ],
 )
 async def test_bad_curve_arguments_are_refused(
@@ -253,6 +258,52 @@ async def test_curve_nodes_meet_and_whisper_through_a_curve_hub() -> None:
             await b.whisper(a.uuid, b"through an encrypted hub")
             assert (await next_event(events, trizre.Whisper)).frames == (
                 b"through an encrypted hub",
+            )
+
+
+async def test_a_node_joins_two_curve_hubs_each_with_its_own_key() -> None:
+    """gossip_server_key as a mapping: one hub's key for each gossip_connect endpoint."""
+    certs = [trizre.Certificate.generate() for _ in range(5)]
+    hubs = [f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(2)]
+    common: dict[str, Any] = {
+        "discovery": "gossip",
+        "endpoint": "tcp://127.0.0.1:*",
+        "curve_allow": certs,
+    }
+    with trio.fail_after(10):
+        async with AsyncExitStack() as stack:
+            for i, hub in enumerate(hubs):
+                await stack.enter_async_context(
+                    trizre.open_node(f"hub{i}", gossip_bind=hub, curve=certs[i], **common)
+                )
+            both = await stack.enter_async_context(
+                trizre.open_node(
+                    "both",
+                    gossip_connect=hubs,
+                    gossip_server_key={hubs[0]: certs[0], hubs[1]: certs[1].public_z85},
+                    curve=certs[2],
+                    **common,
+                )
+            )
+            ones = [
+                await stack.enter_async_context(
+                    trizre.open_node(
+                        f"only{i}",
+                        gossip_connect=hubs[i],
+                        gossip_server_key=certs[i].public,
+                        curve=certs[3 + i],
+                        **common,
+                    )
+                )
+                for i in range(2)
+            ]
+            for one in ones:
+                await both.wait_for_peer(one.uuid)
+            # "both" passes each hub's tuples on to the other: the two meet too.
+            await ones[0].wait_for_peer(ones[1].uuid)
+            assert both.config.gossip_server_key == (
+                (hubs[0], certs[0].public),
+                (hubs[1], certs[1].public),
             )
 
 
@@ -343,6 +394,36 @@ async def test_a_curve_node_without_the_hub_key_is_refused_and_told_why() -> Non
             },
             TypeError,
             "gossip_server_key: a CURVE key is",
+        ),
+        (
+            {
+                "gossip_connect": "tcp://127.0.0.1:5999",
+                "gossip_server_key": {"tcp://127.0.0.1:6000": HUB_CERT},
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            ValueError,
+            r"names hubs that are not in gossip_connect: \['tcp://127.0.0.1:6000'\]",
+        ),
+        (
+            {
+                "gossip_connect": "tcp://127.0.0.1:5999",
+                "gossip_server_key": {"tcp://127.0.0.1:5999": "short"},
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            ValueError,
+            "gossip_server_key: a Z85 CURVE key is 40",
+        ),
+        (
+            {
+                "gossip_connect": "tcp://127.0.0.1:5999",
+                "gossip_server_key": {5999: HUB_CERT},
+                "curve": GOOD_CERT,
+                "curve_allow": "*",
+            },
+            TypeError,
+            "gossip_server_key: a hub endpoint is a str",
         ),
     ],
 )

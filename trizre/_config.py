@@ -59,10 +59,19 @@ def _allow(value: Any) -> frozenset[bytes] | str | None:
     return allowed_keys(value)
 
 
-def _server_key(value: Any) -> bytes | None:
+def _server_key(value: Any) -> bytes | tuple[tuple[str, bytes], ...] | None:
     if value is None:
         return None
     try:
+        if isinstance(value, Mapping | tuple):
+            # {hub endpoint: its key}, or the pairs NodeConfig already holds.
+            pairs = value.items() if isinstance(value, Mapping) else value
+            converted = []
+            for endpoint, key in pairs:
+                if not isinstance(endpoint, str):
+                    raise TypeError(f"a hub endpoint is a str, got {endpoint!r}")
+                converted.append((endpoint, curve_key(key)))
+            return tuple(converted)
         return curve_key(value)
     except ValueError as exc:
         raise ValueError(f"gossip_server_key: {exc}") from None
@@ -136,7 +145,9 @@ class NodeConfig:
     gossip_bind: str | None = attrs.field(default=None)
     gossip_connect: tuple[str, ...] = attrs.field(default=(), converter=_endpoints)
     gossip_ttl: float = attrs.field(default=30.0)
-    gossip_server_key: bytes | None = attrs.field(default=None, converter=_server_key)
+    gossip_server_key: bytes | tuple[tuple[str, bytes], ...] | None = attrs.field(
+        default=None, converter=_server_key
+    )
     curve: Certificate | None = attrs.field(default=None)
     curve_allow: frozenset[bytes] | str | None = attrs.field(default=None, converter=_allow)
     zap_domain: str = attrs.field(default="global")
@@ -208,7 +219,7 @@ class NodeConfig:
             raise ValueError('gossip_bind and gossip_connect need discovery="gossip"')
 
     @gossip_server_key.validator
-    def _check_server_key(self, attribute: attrs.Attribute[bytes | None], value: Any) -> None:
+    def _check_server_key(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is None:
             return
         if self.curve is None:
@@ -218,6 +229,12 @@ class NodeConfig:
             )
         if not self.gossip_connect:
             raise ValueError("gossip_server_key is the key of the gossip_connect hubs: give them")
+        if isinstance(value, tuple):
+            strangers = sorted({endpoint for endpoint, _ in value} - set(self.gossip_connect))
+            if strangers:
+                raise ValueError(
+                    f"gossip_server_key names hubs that are not in gossip_connect: {strangers}"
+                )
 
     @gossip_ttl.validator
     def _check_gossip_ttl(self, attribute: attrs.Attribute[float], value: Any) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final, Literal, final
 
@@ -225,9 +225,13 @@ class GossipService:
 
 
 def _curve_options(
-    curve: Certificate | None, server_key: CurveKey | None, allow: CurvePolicy | None, bind: bool
-) -> bytes | None:
-    """Check the CURVE arguments of :func:`open_gossip`; the hub's raw key, if any."""
+    curve: Certificate | None,
+    server_key: CurveKey | Mapping[str, CurveKey] | None,
+    allow: CurvePolicy | None,
+    bind: Sequence[str],
+    connect: Sequence[str],
+) -> dict[str, bytes]:
+    """Check the CURVE arguments of :func:`open_gossip`; each CURVE hub's raw key."""
     if curve is not None:
         if not isinstance(curve, Certificate):
             raise TypeError(f"curve must be a trizre.Certificate, got {type(curve).__name__}")
@@ -238,12 +242,19 @@ def _curve_options(
     if allow is not None and not isinstance(allow, CurvePolicy):
         raise TypeError(f"allow must be a trizre CurvePolicy, got {type(allow).__name__}")
     if server_key is None:
-        return None
+        return {}
     if curve is None:
         raise ValueError(
             "server_key needs curve: a CURVE client connects with a key pair of its own"
         )
-    return curve_key(server_key)
+    if isinstance(server_key, Mapping):
+        keys = {endpoint: curve_key(key) for endpoint, key in server_key.items()}
+        strangers = sorted(set(keys) - set(connect))
+        if strangers:
+            raise ValueError(f"server_key names hubs that are not in connect: {strangers}")
+        return keys
+    key = curve_key(server_key)
+    return dict.fromkeys(connect, key)
 
 
 @asynccontextmanager
@@ -254,7 +265,7 @@ async def open_gossip(
     heard: Heard = lambda _: None,
     client_timeout: float = 1.0,
     curve: Certificate | None = None,
-    server_key: CurveKey | None = None,
+    server_key: CurveKey | Mapping[str, CurveKey] | None = None,
     allow: CurvePolicy | None = None,
     handshake: Callable[[Handshake], None] = lambda _: None,
 ) -> AsyncIterator[GossipService]:
@@ -275,15 +286,18 @@ async def open_gossip(
     keys the process's ZAP handler lets in.  With ``server_key`` too (the
     hubs' public key), every ``connect`` endpoint is reached as a CURVE
     client with ``curve``'s key pair (zyre's ``zyre_gossip_connect_curve``);
-    without it, in the clear.
+    without it, in the clear.  ``server_key`` may also map endpoints of
+    ``connect`` to their hubs' keys: those not named are reached in the
+    clear.
 
     Bad input: an endpoint ZeroMQ refuses raises ``zmq.ZMQError`` naming
-    it; ``server_key`` without ``curve``, a certificate without its secret
-    key, or a CURVE hub without ``allow`` raise ``ValueError``; a malformed
+    it; ``server_key`` without ``curve`` or naming a hub not in ``connect``,
+    a certificate without its secret key, or a CURVE hub without ``allow``
+    raise ``ValueError``; a malformed
     key ``ValueError`` or ``TypeError``.  Leaving the block closes every
     socket (LINGER 0); cancellation is leaving.
     """
-    hub_key = _curve_options(curve, server_key, allow, bool(bind))
+    hub_keys = _curve_options(curve, server_key, allow, bind, connect)
     state = GossipState(client_timeout=client_timeout)
     service = GossipService(state, heard, handshake)
     sockets: list[ZSocket] = []
@@ -303,8 +317,8 @@ async def open_gossip(
                 raw.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
                 assert allow is not None
                 raw.setsockopt(zmq.ZAP_DOMAIN, allow.domain.encode("utf-8"))
-            elif hub_key is not None:
-                raw.setsockopt(zmq.CURVE_SERVERKEY, hub_key)
+            elif endpoint in hub_keys:
+                raw.setsockopt(zmq.CURVE_SERVERKEY, hub_keys[endpoint])
                 raw.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
                 raw.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
         # Watched from before the first connection, so no handshake is missed.

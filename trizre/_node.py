@@ -1169,7 +1169,9 @@ class Node:
             config.gossip_connect,
             heard=self._on_gossip,
             curve=self._curve,
-            server_key=config.gossip_server_key,
+            server_key=(
+                dict(keys) if isinstance(keys := config.gossip_server_key, tuple) else keys
+            ),
             allow=allow,
         ) as gossip:
             self._gossip = gossip
@@ -1399,7 +1401,7 @@ async def open_node(
     gossip_bind: str | None = None,
     gossip_connect: str | Sequence[str] = (),
     gossip_ttl: float = 30.0,
-    gossip_server_key: CurveKey | None = None,
+    gossip_server_key: CurveKey | Mapping[str, CurveKey] | None = None,
     curve: Certificate | None = None,
     curve_allow: str | os.PathLike[str] | Iterable[CurveKey] | None = None,
     zap_domain: str = "global",
@@ -1491,8 +1493,10 @@ async def open_node(
         gossip_server_key: gossip over CURVE: the public key of the
             ``gossip_connect`` hubs (a :data:`~trizre.CurveKey`), which the
             node reaches as a CURVE client with its own ``curve`` key pair
-            (zyre's ``zyre_gossip_connect_curve``); needs ``curve``.
-            Without it the node connects in the clear.  A CURVE node's
+            (zyre's ``zyre_gossip_connect_curve``); needs ``curve``.  Hubs
+            with keys of their own: a mapping of ``gossip_connect``
+            endpoints to keys (hubs it does not name are reached in the
+            clear).  Without it the node connects in the clear.  A CURVE node's
             ``gossip_bind`` hub is always a CURVE server under the node's
             key, letting in the client keys of ``curve_allow`` (as zyre's
             hub with a certificate); see ``docs/security.md``.

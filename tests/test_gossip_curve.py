@@ -130,8 +130,9 @@ async def test_a_curve_hub_refuses_a_client_without_curve() -> None:
             await good_client_hears_the_hub(hub, hub_ear)
             async with gossip(connect=hub.endpoints) as (plain, ear, shakes):
                 plain.publish("PLAIN", "tcp://127.0.0.1:50102")
-                await shakes.until(refused("remote", "one side speaks CURVE"))
-                await hub_shakes.until(refused("hub", "does not speak CURVE"))
+                # The mismatch, or the other side closing on it first: either way CURVE.
+                await shakes.until(refused("remote", "CURVE"))
+                await hub_shakes.until(refused("hub", "CURVE"))
                 assert ear.tuples == {}
                 assert "PLAIN" not in hub_ear.tuples
 
@@ -143,7 +144,7 @@ async def test_a_curve_hub_refuses_a_client_with_the_wrong_hub_key() -> None:
             async with gossip(
                 connect=hub.endpoints, curve=GOOD_CERT, server_key=OTHER_CERT.public
             ) as (_, ear, shakes):
-                await shakes.until(refused("remote", "wrong gossip_server_key"))
+                await shakes.until(refused("remote", "the wrong gossip_server_key"))
                 await hub_shakes.until(refused("hub", "bad CURVE handshake"))
                 assert ear.tuples == {}
 
@@ -166,8 +167,8 @@ async def test_a_curve_client_is_refused_by_a_hub_without_curve() -> None:
             async with gossip(
                 connect=hub.endpoints, curve=GOOD_CERT, server_key=HUB_CERT.public
             ) as (_, ear, shakes):
-                await shakes.until(refused("remote", "one side speaks CURVE"))
-                await hub_shakes.until(refused("hub", "does not speak CURVE"))
+                await shakes.until(refused("remote", "CURVE"))
+                await hub_shakes.until(refused("hub", "CURVE"))
                 assert ear.tuples == {}
 
 
@@ -186,7 +187,7 @@ async def test_refusals_are_logged_now_and_then(caplog: pytest.LogCaptureFixture
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     infos = [r for r in caplog.records if r.levelno == logging.INFO]
     assert len(warnings) == 1, warnings
-    assert "refused us: the hub dropped the CURVE handshake" in warnings[0].getMessage()
+    assert "refused us: the hub closed the handshake" in warnings[0].getMessage()
     assert len(infos) == 1, infos
     assert "refused a client: a bad CURVE handshake" in infos[0].getMessage()
 
@@ -351,7 +352,7 @@ async def test_a_curve_node_without_the_hub_key_is_refused_and_told_why() -> Non
                     )
                 )
                 await refusal.heard.wait()
-                assert "one side speaks CURVE" in refusal.messages[0]
+                assert "CURVE" in refusal.messages[0]
                 assert node.peers() == [] and hub.peers() == []
     finally:
         logger.removeHandler(refusal)
@@ -520,8 +521,8 @@ async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: 
             "the client does not speak CURVE",
         ),
         (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, 0x11000001, "hub", "protocol error 0x11000001"),
-        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "remote", "the wrong gossip_server_key?"),
-        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "hub", "the handshake failed"),
+        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "remote", "or the wrong gossip_server_key"),
+        (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, "hub", "the client closed the handshake"),
     ],
 )
 def test_handshake_failures_are_put_in_words(
@@ -553,7 +554,7 @@ async def test_we_join_a_curve_czmq_hub_with_its_key() -> None:
         with trio.fail_after(10):
             # The control first: without the key, czmq's CURVE hub turns us away.
             async with gossip(connect=[endpoint]) as (_, plain_ear, plain_shakes):
-                await plain_shakes.until(refused("remote", "one side speaks CURVE"))
+                await plain_shakes.until(refused("remote", "CURVE"))
                 assert plain_ear.tuples == {}
             async with gossip(connect=[endpoint], curve=GOOD_CERT, server_key=HUB_CERT.public) as (
                 ours,

@@ -119,7 +119,9 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
             hub,
         ) as tri,
     ):
-        _log(tri, "refused us: one side speaks CURVE and the other does not", timeout=15)
+        # The mismatch, or zyre's hub closing on it first.
+        refusal = _log(tri, "refused us:", timeout=15)
+        assert "CURVE" in refusal["message"], refusal
         tri.send({"cmd": "peers"})
         assert tri.expect_event("peers")["peers"] == [], tri.describe()
         _no_event(zyre, "ENTER")
@@ -198,7 +200,9 @@ def test_a_curve_trizre_hub_refuses_zyre_without_its_key(
             hub,
         ) as zyre,
     ):
-        _log(tri, "refused a client: the client does not speak CURVE", timeout=15)
+        # The mismatch, or zyre closing on it first.
+        refusal = _log(tri, "refused a client:", timeout=15)
+        assert "CURVE" in refusal["message"], refusal
         tri.send({"cmd": "peers"})
         assert tri.expect_event("peers")["peers"] == [], tri.describe()
         _no_event(zyre, "ENTER")

@@ -51,7 +51,7 @@ _HANDSHAKES: Final = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
-_LOG_EVERY: Final = 10.0  # seconds: a hub logs one kind of refusal at most this often
+_LOG_EVERY: Final = 10.0  # seconds: each kind of refusal is logged at most this often
 _monitors = itertools.count()
 
 
@@ -88,9 +88,12 @@ def handshake_reason(event: int, value: int, side: Literal["hub", "remote"]) -> 
         if side == "hub":
             return f"a bad CURVE handshake (protocol error {value:#x}: the wrong hub key?)"
         return f"a bad CURVE handshake (protocol error {value:#x})"
+    # Closed mid-handshake by the other side: when one side lacks CURVE
+    # both see the mismatch, and whichever closes first leaves the other
+    # only this.
     if side == "remote":
-        return "the hub dropped the CURVE handshake (the wrong gossip_server_key?)"
-    return "the handshake failed"
+        return "the hub closed the handshake (no CURVE on one side, or the wrong gossip_server_key)"
+    return "the client closed the handshake (no CURVE on one side, or the wrong hub key)"
 
 
 @final
@@ -107,7 +110,7 @@ class GossipService:
         self._state = state
         self._heard = heard
         self._handshake = handshake
-        self._logged: dict[str, float] = {}  # a hub's refusal reason: last logged
+        self._logged: dict[str, float] = {}  # a kind of refusal: when last logged
         self._servers: list[ZSocket] = []
         self._remotes: dict[str, ZSocket] = {}
         self._wakeup = trio.Event()

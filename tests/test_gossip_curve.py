@@ -184,12 +184,12 @@ async def test_refusals_are_logged_now_and_then(caplog: pytest.LogCaptureFixture
                     await shakes.changed.wait()
                 while len([s for s in hub_shakes.seen if not s.ok]) < 3:
                     await hub_shakes.changed.wait()
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    infos = [r for r in caplog.records if r.levelno == logging.INFO]
-    assert len(warnings) == 1, warnings
-    assert "refused us: the hub closed the handshake" in warnings[0].getMessage()
-    assert len(infos) == 1, infos
-    assert "refused a client: a bad CURVE handshake" in infos[0].getMessage()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    # Three refusals or more on each side, each kind logged once.
+    assert len(warnings) == len(set(warnings)) and len(infos) == len(set(infos))
+    assert "refused us: the hub closed the handshake" in warnings[0], warnings
+    assert all("refused a client" in info for info in infos) and infos, infos
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,21 @@ if [ -z "$tarball" ]; then
     done
 fi
 
+# czmq with its DRAFT API, when its source is here too (optional). zyre's
+# gossip over CURVE (zyre_gossip_connect_curve, a hub with a certificate)
+# lives in czmq's draft zgossip: against a czmq built without drafts (as
+# Debian's libczmq is) zyre silently gossips in the clear, and the gossip
+# CURVE interop tests skip, saying so.
+czmq_tarball="${CZMQ_TARBALL:-}"
+if [ -z "$czmq_tarball" ]; then
+    for candidate in "$here/../shared/vendor" /work/shared/vendor; do
+        if [ -f "$candidate/czmq-4.2.1.tar.gz" ]; then
+            czmq_tarball="$candidate/czmq-4.2.1.tar.gz"
+            break
+        fi
+    done
+fi
+
 # Our own test driver against libzyre: rebuilt whenever its source changes.
 build_agent() {
     local agent_stamp="$cache/.agent-from" agent_want
@@ -68,6 +83,10 @@ if [ -z "$tarball" ] || [ ! -f "$tarball" ]; then
     exit 3
 fi
 want="$(sha256sum "$tarball" | cut -d' ' -f1)"
+if [ -n "$czmq_tarball" ]; then
+    [ -f "$czmq_tarball" ] || { echo "build-zyre: no czmq source at $czmq_tarball" >&2; exit 3; }
+    want="$want+czmq-drafts-$(sha256sum "$czmq_tarball" | cut -d' ' -f1)"
+fi
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$cache/bin/zpinger" ]; then
     build_agent
     build_worker
@@ -96,9 +115,25 @@ tar -xzf "$tarball" -C "$work"
 src="$(find "$work" -maxdepth 1 -mindepth 1 -type d | head -n1)"
 rm -rf "$cache"
 mkdir -p "$cache"
+zyre_flags=()
+if [ -n "$czmq_tarball" ]; then
+    echo "build-zyre: building czmq with its DRAFT API first (gossip over CURVE)"
+    mkdir -p "$work/czmq"
+    tar -xzf "$czmq_tarball" -C "$work/czmq"
+    czmq_src="$(find "$work/czmq" -maxdepth 1 -mindepth 1 -type d | head -n1)"
+    cmake -S "$czmq_src" -B "$work/czmq-build" -DCMAKE_BUILD_TYPE=Release -DENABLE_DRAFTS=ON \
+        -DCZMQ_BUILD_STATIC=OFF -DCMAKE_INSTALL_PREFIX="$cache" -DCMAKE_INSTALL_LIBDIR=lib \
+        >"$work/czmq-cmake.log" 2>&1 || { tail -n 30 "$work/czmq-cmake.log" >&2; exit 5; }
+    cmake --build "$work/czmq-build" -j2 >"$work/czmq-build.log" 2>&1 \
+        || { tail -n 30 "$work/czmq-build.log" >&2; exit 5; }
+    cmake --install "$work/czmq-build" >/dev/null 2>&1 \
+        || { echo "build-zyre: czmq did not install" >&2; exit 5; }
+    # zyre finds this czmq first, and its library keeps a run path to it.
+    zyre_flags=(-DCMAKE_PREFIX_PATH="$cache" -DCMAKE_INSTALL_RPATH="$cache/lib")
+fi
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DENABLE_DRAFTS=ON \
-    -DCMAKE_INSTALL_PREFIX="$cache" -DCMAKE_INSTALL_LIBDIR=lib >"$work/cmake.log" 2>&1 \
-    || { tail -n 30 "$work/cmake.log" >&2; exit 5; }
+    -DCMAKE_INSTALL_PREFIX="$cache" -DCMAKE_INSTALL_LIBDIR=lib "${zyre_flags[@]}" \
+    >"$work/cmake.log" 2>&1 || { tail -n 30 "$work/cmake.log" >&2; exit 5; }
 cmake --build "$work/build" -j2 >"$work/build.log" 2>&1 \
     || { tail -n 30 "$work/build.log" >&2; exit 5; }
 cmake --install "$work/build" >/dev/null

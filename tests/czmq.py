@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import socket
+from pathlib import Path
 
 
 def _czmq() -> ctypes.CDLL | None:
@@ -60,3 +61,19 @@ class ZGossip:
 
     def close(self) -> None:
         self.lib.zactor_destroy(ctypes.byref(self.actor))
+
+
+def czmq_with_drafts(lib_dir: Path) -> ctypes.CDLL | None:
+    """The libczmq in ``lib_dir`` when it was built with the DRAFT API (zgossip's CURVE).
+
+    scripts/build-zyre.sh puts one beside zyre when it has czmq's source;
+    the system's (Debian's) has no drafts.  Loaded by path, apart from the
+    system's: each keeps its own globals.
+    """
+    path = lib_dir / "libczmq.so.4"
+    if not path.is_file() or b"SET PUBLICKEY" not in path.read_bytes():
+        return None
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        return None

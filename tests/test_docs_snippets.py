@@ -68,6 +68,7 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path) -> None:
     (tmp_path / "keys" / "allowed").mkdir(parents=True)
     cert.save(tmp_path / "keys" / "node.key")
     cert.public_only().save(tmp_path / "keys" / "allowed" / "node.key")
+    trizre.Certificate.generate().public_only().save(tmp_path / "keys" / "hub.key")
     program = tmp_path / "snippet.py"
     program.write_text(snippet.program())
     env = {

@@ -102,8 +102,11 @@ async def test_curve_nodes_gossip_their_keys_and_talk_encrypted(tmp_path: Path) 
         async with AsyncExitStack() as stack:
             nodes = []
             for i, cert in enumerate(certs):
+                # A CURVE node's hub is a CURVE server: its clients need its key.
                 where = (
-                    {"gossip_bind": hub_endpoint} if i == 0 else {"gossip_connect": hub_endpoint}
+                    {"gossip_bind": hub_endpoint}
+                    if i == 0
+                    else {"gossip_connect": hub_endpoint, "gossip_server_key": certs[0]}
                 )
                 node = await stack.enter_async_context(
                     trizre.open_node(

@@ -10,7 +10,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 import attrs
 
 from . import wire
-from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys
+from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
 
 __all__ = ["DiscoveryKind", "NodeConfig"]
 
@@ -63,6 +63,26 @@ def _allow(value: Any) -> frozenset[bytes] | str | None:
     if isinstance(value, frozenset) and all(isinstance(k, bytes) and len(k) == 32 for k in value):
         return value  # already converted
     return allowed_keys(value)
+
+
+def _server_key(value: Any) -> bytes | tuple[tuple[str, bytes], ...] | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, Mapping | tuple):
+            # {hub endpoint: its key}, or the pairs NodeConfig already holds.
+            pairs = value.items() if isinstance(value, Mapping) else value
+            converted = []
+            for endpoint, key in pairs:
+                if not isinstance(endpoint, str):
+                    raise TypeError(f"a hub endpoint is a str, got {endpoint!r}")
+                converted.append((endpoint, curve_key(key)))
+            return tuple(converted)
+        return curve_key(value)
+    except ValueError as exc:
+        raise ValueError(f"gossip_server_key: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"gossip_server_key: {exc}") from None
 
 
 def _int_in(low: int, high: int) -> Any:
@@ -131,6 +151,9 @@ class NodeConfig:
     gossip_bind: str | None = attrs.field(default=None)
     gossip_connect: tuple[str, ...] = attrs.field(default=(), converter=_endpoints)
     gossip_ttl: float = attrs.field(default=30.0)
+    gossip_server_key: bytes | tuple[tuple[str, bytes], ...] | None = attrs.field(
+        default=None, converter=_server_key
+    )
     curve: Certificate | None = attrs.field(default=None)
     curve_allow: frozenset[bytes] | str | None = attrs.field(default=None, converter=_allow)
     zap_domain: str = attrs.field(default="global")
@@ -200,6 +223,24 @@ class NodeConfig:
             raise ValueError("gossip discovery needs gossip_bind, gossip_connect or both")
         if self.discovery != "gossip" and gossiping:
             raise ValueError('gossip_bind and gossip_connect need discovery="gossip"')
+
+    @gossip_server_key.validator
+    def _check_server_key(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None:
+            return
+        if self.curve is None:
+            raise ValueError(
+                "gossip_server_key needs curve: the node reaches the hub as a CURVE client "
+                "with its own key pair"
+            )
+        if not self.gossip_connect:
+            raise ValueError("gossip_server_key is the key of the gossip_connect hubs: give them")
+        if isinstance(value, tuple):
+            strangers = sorted({endpoint for endpoint, _ in value} - set(self.gossip_connect))
+            if strangers:
+                raise ValueError(
+                    f"gossip_server_key names hubs that are not in gossip_connect: {strangers}"
+                )
 
     @gossip_ttl.validator
     def _check_gossip_ttl(self, attribute: attrs.Attribute[float], value: Any) -> None:

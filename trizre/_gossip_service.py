@@ -5,25 +5,39 @@ One ROUTER bound to each ``bind`` endpoint takes clients; one DEALER per
 expire tuples and clients, refresh our tuples and ping remotes.  The
 application hears of tuples through a synchronous callback.  Speaks ZGP,
 so its peers may be czmq's zgossip (zyre's gossip mode) or ours.
+
+CURVE, as czmq's zgossip does it (its draft API, which zyre drives with
+``zyre_set_zcert``, ``zyre_gossip_bind`` and ``zyre_gossip_connect_curve``):
+a service with a key pair binds its ROUTERs as CURVE servers under that
+key, and the process's ZAP handler (:func:`~trizre._curve.open_zap`) judges
+each client's key; a DEALER given the hub's public key connects as a CURVE
+client with the service's own key pair.  Every socket is monitored, so a
+refused handshake (no CURVE on one side, a wrong hub key, a client key not
+allowed) is logged and reported (:class:`Handshake`) instead of leaving a
+connection silently retrying.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Final, final
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Final, Literal, final
 
+import attrs
 import trio
 import zmq
 
 from . import wire
+from ._curve import Certificate, CurveKey, CurvePolicy, curve_key, open_zap, z85
 from ._gossip import Deliver, Forget, GossipAction, GossipState, ToClient, ToRemote
 from ._guard import LogLimiter, log_rarely
 from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket, context
 
-__all__ = ["GossipService", "Heard", "open_gossip"]
+__all__ = ["GossipService", "Handshake", "Heard", "open_gossip"]
 
 log = logging.getLogger("trizre.gossip")
 
@@ -31,6 +45,56 @@ Heard = Callable[[Deliver | Forget], None]
 """Told each new tuple and each forgotten one, synchronously; must not block."""
 
 _HWM: Final = 10_000  # messages queued per socket before we drop (a resync follows)
+
+_HANDSHAKES: Final = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+_LOG_EVERY: Final = 10.0  # seconds: each kind of refusal is logged at most this often
+_monitors = itertools.count()
+
+
+@final
+@attrs.frozen
+class Handshake:
+    """How a ZMTP handshake on one of the service's connections ended.
+
+    Attributes:
+        side: ``"hub"`` for a client connecting to one of our bound
+            endpoints, ``"remote"`` for our connection to a hub.
+        endpoint: our bound endpoint (hub side) or the hub's (remote side).
+        ok: the handshake succeeded (the connection carries gossip).
+        reason: why it failed, in words (empty when ``ok``).
+    """
+
+    side: Literal["hub", "remote"]
+    endpoint: str
+    ok: bool
+    reason: str = ""
+
+
+def handshake_reason(event: int, value: int, side: Literal["hub", "remote"]) -> str:
+    """Words for a failed handshake from libzmq's monitor event and value (no I/O)."""
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        if side == "hub":
+            return f"the client's key is not allowed (ZAP status {value})"
+        return f"the hub does not allow this node's key (ZAP status {value})"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            if side == "hub":
+                return "the client does not speak CURVE (or the hub does not and it does)"
+            return "one side speaks CURVE and the other does not (see gossip_server_key)"
+        if side == "hub":
+            return f"a bad CURVE handshake (protocol error {value:#x}: the wrong hub key?)"
+        return f"a bad CURVE handshake (protocol error {value:#x})"
+    # Closed mid-handshake by the other side: when one side lacks CURVE
+    # both see the mismatch, and whichever closes first leaves the other
+    # only this.
+    if side == "remote":
+        return "the hub closed the handshake (no CURVE on one side, or the wrong gossip_server_key)"
+    return "the client closed the handshake (no CURVE on one side, or the wrong hub key)"
 
 
 @final
@@ -41,9 +105,13 @@ class GossipService:
     service stopped, ``wire.EncodeError`` for a tuple ZGP cannot carry.
     """
 
-    def __init__(self, state: GossipState, heard: Heard) -> None:
+    def __init__(
+        self, state: GossipState, heard: Heard, handshake: Callable[[Handshake], None]
+    ) -> None:
         self._state = state
         self._heard = heard
+        self._handshake = handshake
+        self._logged: dict[str, float] = {}  # a kind of refusal: when last logged
         self._servers: list[ZSocket] = []
         self._remotes: dict[str, ZSocket] = {}
         self._wakeup = trio.Event()
@@ -155,12 +223,75 @@ class GossipService:
                     continue
                 self._carry_out(self._state.from_remote(endpoint, message, trio.current_time()))
 
+    async def _watch(self, side: Literal["hub", "remote"], endpoint: str, monitor: ZSocket) -> None:
+        """Report each handshake on a monitored socket (libzmq's monitor events)."""
+        while True:
+            for frames in await monitor.receive_batch(64):
+                if len(frames) != 2 or len(frames[0]) != 6:
+                    continue
+                event = int.from_bytes(frames[0][:2], "little")
+                value = int.from_bytes(frames[0][2:], "little")
+                ok = event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+                reason = "" if ok else handshake_reason(event, value, side)
+                self._report(Handshake(side, endpoint, ok, reason))
+
+    def _report(self, shake: Handshake) -> None:
+        if not shake.ok:
+            # A refused connection retries every 100 ms: log each kind now and then.
+            now = trio.current_time()
+            key = f"{shake.side} {shake.endpoint} {shake.reason}"
+            if now >= self._logged.get(key, -_LOG_EVERY) + _LOG_EVERY:
+                self._logged[key] = now
+                if len(self._logged) > 256:
+                    self._logged.clear()
+                if shake.side == "remote":
+                    log.warning("gossip hub %s refused us: %s", shake.endpoint, shake.reason)
+                else:
+                    log.info("gossip hub %s refused a client: %s", shake.endpoint, shake.reason)
+        try:
+            self._handshake(shake)
+        except Exception:
+            log.exception("the gossip handshake listener failed on %r", shake)
+
     async def _clock(self) -> None:
         while True:
             self._carry_out(self._state.poll(trio.current_time()))
             self._wakeup = trio.Event()  # changes from here on wake the wait below
             with trio.move_on_at(self._state.deadline()):
                 await self._wakeup.wait()
+
+
+def _curve_options(
+    curve: Certificate | None,
+    server_key: CurveKey | Mapping[str, CurveKey] | None,
+    allow: CurvePolicy | None,
+    bind: Sequence[str],
+    connect: Sequence[str],
+) -> dict[str, bytes]:
+    """Check the CURVE arguments of :func:`open_gossip`; each CURVE hub's raw key."""
+    if curve is not None:
+        if not isinstance(curve, Certificate):
+            raise TypeError(f"curve must be a trizre.Certificate, got {type(curve).__name__}")
+        if curve.secret is None:
+            raise ValueError("gossip over CURVE needs a certificate with its secret key")
+        if bind and allow is None:
+            raise ValueError("a CURVE gossip hub needs allow= (a CurvePolicy: who may connect)")
+    if allow is not None and not isinstance(allow, CurvePolicy):
+        raise TypeError(f"allow must be a trizre CurvePolicy, got {type(allow).__name__}")
+    if server_key is None:
+        return {}
+    if curve is None:
+        raise ValueError(
+            "server_key needs curve: a CURVE client connects with a key pair of its own"
+        )
+    if isinstance(server_key, Mapping):
+        keys = {endpoint: curve_key(key) for endpoint, key in server_key.items()}
+        strangers = sorted(set(keys) - set(connect))
+        if strangers:
+            raise ValueError(f"server_key names hubs that are not in connect: {strangers}")
+        return keys
+    key = curve_key(server_key)
+    return dict.fromkeys(connect, key)
 
 
 @asynccontextmanager
@@ -170,36 +301,99 @@ async def open_gossip(
     *,
     heard: Heard = lambda _: None,
     client_timeout: float = 1.0,
+    curve: Certificate | None = None,
+    server_key: CurveKey | Mapping[str, CurveKey] | None = None,
+    allow: CurvePolicy | None = None,
+    handshake: Callable[[Handshake], None] = lambda _: None,
 ) -> AsyncIterator[GossipService]:
     """Run a gossip service for the block: a server on ``bind``, a client of ``connect``.
 
     Endpoints are ZeroMQ's (``tcp://host:port``, ``tcp://host:*``,
     ``ipc://path``).  ``heard`` is called for every new tuple
     (:class:`~trizre._gossip.Deliver`) and every one forgotten
-    (:class:`~trizre._gossip.Forget`).  Bad input: an endpoint ZeroMQ
-    refuses raises ``zmq.ZMQError`` naming it.  Leaving the block closes
-    every socket (LINGER 0); cancellation is leaving.
+    (:class:`~trizre._gossip.Forget`); ``handshake`` for every handshake
+    that succeeds or fails on any of the service's connections (see
+    :class:`Handshake`; failures are also logged, each kind at most every
+    10 s).
+
+    CURVE: with ``curve`` (a key pair), every ``bind`` endpoint is a CURVE
+    server under that key, as zgossip's with ``SET PUBLICKEY``/``SECRETKEY``:
+    clients must know its public key, and ``allow`` (a
+    :class:`~trizre._curve.CurvePolicy`, required then) says which client
+    keys the process's ZAP handler lets in.  With ``server_key`` too (the
+    hubs' public key), every ``connect`` endpoint is reached as a CURVE
+    client with ``curve``'s key pair (zyre's ``zyre_gossip_connect_curve``);
+    without it, in the clear.  ``server_key`` may also map endpoints of
+    ``connect`` to their hubs' keys: those not named are reached in the
+    clear.
+
+    Bad input: an endpoint ZeroMQ refuses raises ``zmq.ZMQError`` naming
+    it; ``server_key`` without ``curve`` or naming a hub not in ``connect``,
+    a certificate without its secret key, or a CURVE hub without ``allow``
+    raise ``ValueError``; a malformed
+    key ``ValueError`` or ``TypeError``.  Leaving the block closes every
+    socket (LINGER 0); cancellation is leaving.
     """
+    hub_keys = _curve_options(curve, server_key, allow, bind, connect)
     state = GossipState(client_timeout=client_timeout)
-    service = GossipService(state, heard)
+    service = GossipService(state, heard, handshake)
     sockets: list[ZSocket] = []
+    watched: list[tuple[Literal["hub", "remote"], str, ZSocket]] = []
+    # Our hub's ROUTERs are known to the ZAP handler by this routing id.
+    zap_id = b"trizre-gossip-" + os.urandom(8)
 
     def socket(kind: int, verb: str, endpoint: str) -> ZSocket:
         """A ROUTER bound or a DEALER connected to ``endpoint``; errors name it."""
         raw: zmq.Socket[Any] = context().socket(kind)
         sockets.append(ZSocket(raw))
         raw.setsockopt(zmq.SNDHWM, _HWM)
+        if curve is not None and curve.secret is not None:
+            if kind == zmq.ROUTER:
+                raw.setsockopt(zmq.ROUTING_ID, zap_id)
+                raw.setsockopt(zmq.CURVE_SERVER, 1)
+                raw.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+                assert allow is not None
+                raw.setsockopt(zmq.ZAP_DOMAIN, allow.domain.encode("utf-8"))
+            elif endpoint in hub_keys:
+                raw.setsockopt(zmq.CURVE_SERVERKEY, hub_keys[endpoint])
+                raw.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+                raw.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        # Watched from before the first connection, so no handshake is missed.
+        address = f"inproc://trizre-gossip-monitor-{os.getpid()}-{next(_monitors)}"
+        raw.monitor(address, _HANDSHAKES)
+        pair: zmq.Socket[Any] = context().socket(zmq.PAIR)
+        pair.connect(address)
+        side: Literal["hub", "remote"] = "hub" if kind == zmq.ROUTER else "remote"
+        watched.append((side, endpoint, ZSocket(pair)))
         try:
             getattr(raw, verb)(endpoint)
         except zmq.ZMQError as exc:
             raise zmq.ZMQError(exc.errno, f"cannot {verb} gossip to {endpoint!r}: {exc}") from exc
         return sockets[-1]
 
-    try:
+    def close_all() -> None:
+        service._closed = True
+        for sock in sockets:
+            if not sock.closed:
+                sock.zmq_socket.disable_monitor()
+            sock.close()
+        for _, _, monitor in watched:
+            monitor.close()
+
+    async with AsyncExitStack() as stack:
+        if curve is not None and bind:
+            assert allow is not None
+            # Registered before the bind: libzmq lets anyone in while no handler answers.
+            await stack.enter_async_context(open_zap(zap_id, allow))
+            log.debug("gossip hub under CURVE key %s", z85(curve.public))
+        stack.callback(close_all)  # before the ZAP registration ends
         for endpoint in bind:
             sock = socket(zmq.ROUTER, "bind", endpoint)
             service._servers.append(sock)
-            service.endpoints.append(sock.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+            bound = sock.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT)
+            service.endpoints.append(bound)
+            side, _, monitor = watched[-1]
+            watched[-1] = (side, bound, monitor)
         for endpoint in connect:
             service._remotes[endpoint] = socket(zmq.DEALER, "connect", endpoint)
         with unwrap_single_exception_group():
@@ -209,12 +403,10 @@ async def open_gossip(
                 for endpoint, sock in service._remotes.items():
                     nursery.start_soon(service._listen, endpoint, sock)
                     service._carry_out(state.connected(endpoint, trio.current_time()))
+                for side, endpoint, monitor in watched:
+                    nursery.start_soon(service._watch, side, endpoint, monitor)
                 nursery.start_soon(service._clock)
                 try:
                     yield service
                 finally:
                     nursery.cancel_scope.cancel()
-    finally:
-        service._closed = True
-        for sock in sockets:
-            sock.close()

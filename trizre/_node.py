@@ -1266,7 +1266,22 @@ class Node:
         """
         config = self._config
         bind = [config.gossip_bind] if config.gossip_bind else []
-        async with open_gossip(bind, config.gossip_connect, heard=self._on_gossip) as gossip:
+        # With CURVE our hub is a CURVE server under our key, judged by curve_allow.
+        allow: CurvePolicy | None = None
+        if self._curve is not None:
+            allowed = None if config.curve_allow == CURVE_ALLOW_ANY else config.curve_allow
+            assert not isinstance(allowed, str)
+            allow = CurvePolicy(config.zap_domain, allowed)
+        async with open_gossip(
+            bind,
+            config.gossip_connect,
+            heard=self._on_gossip,
+            curve=self._curve,
+            server_key=(
+                dict(keys) if isinstance(keys := config.gossip_server_key, tuple) else keys
+            ),
+            allow=allow,
+        ) as gossip:
             self._gossip = gossip
             value = self._endpoint
             if self._curve is not None:
@@ -1512,6 +1527,7 @@ async def open_node(
     gossip_bind: str | None = None,
     gossip_connect: str | Sequence[str] = (),
     gossip_ttl: float = 30.0,
+    gossip_server_key: CurveKey | Mapping[str, CurveKey] | None = None,
     curve: Certificate | None = None,
     curve_allow: str | os.PathLike[str] | Iterable[CurveKey] | None = None,
     zap_domain: str = "global",
@@ -1604,6 +1620,16 @@ async def open_node(
             refreshed (it is, every third of that, while the node runs), so
             a node that dies without GOODBYE is forgotten; 0 keeps it
             forever, as zyre.  czmq's zgossip hubs keep tuples forever.
+        gossip_server_key: gossip over CURVE: the public key of the
+            ``gossip_connect`` hubs (a :data:`~trizre.CurveKey`), which the
+            node reaches as a CURVE client with its own ``curve`` key pair
+            (zyre's ``zyre_gossip_connect_curve``); needs ``curve``.  Hubs
+            with keys of their own: a mapping of ``gossip_connect``
+            endpoints to keys (hubs it does not name are reached in the
+            clear).  Without it the node connects in the clear.  A CURVE node's
+            ``gossip_bind`` hub is always a CURVE server under the node's
+            key, letting in the client keys of ``curve_allow`` (as zyre's
+            hub with a certificate); see ``docs/security.md``.
         curve: this node's :class:`~trizre.Certificate` (a key pair): talk
             CURVE as 43/ZRE and zyre do (``docs/security.md``).  The node
             then beacons its public key (54-octet version-3 beacons), its
@@ -1660,6 +1686,7 @@ async def open_node(
         gossip_bind=gossip_bind,
         gossip_connect=gossip_connect if isinstance(gossip_connect, str) else tuple(gossip_connect),
         gossip_ttl=gossip_ttl,
+        gossip_server_key=gossip_server_key,
         curve=curve,
         curve_allow=curve_allow,
         zap_domain=zap_domain,

@@ -180,6 +180,28 @@ def zyre_unavailable() -> str | None:
     return None
 
 
+def zyre_gossip_curve_unavailable() -> str | None:
+    """None when zyre's czmq can gossip over CURVE; else why not (a skip reason).
+
+    zyre hands its certificate and the hub's key to czmq's zgossip, whose
+    CURVE lives in czmq's DRAFT API: a czmq built without it (Debian's)
+    answers "unknown zgossip method" and gossips in the clear.
+    scripts/build-zyre.sh builds czmq with drafts into the cache when it
+    has czmq's source; the command names are in the library then.
+    """
+    missing = zyre_unavailable()
+    if missing is not None:
+        return missing
+    lib = zyre_cache() / "lib" / "libczmq.so.4"
+    if not lib.is_file() or b"SET PUBLICKEY" not in lib.read_bytes():
+        return (
+            f"zyre in {zyre_cache()} runs on a czmq without its DRAFT API, where zyre's "
+            "gossip ignores CURVE: rebuild with CZMQ_TARBALL=czmq-4.2.1.tar.gz "
+            "scripts/build-zyre.sh"
+        )
+    return None
+
+
 def zyre_agent_command(
     name: str,
     interface: str,

@@ -82,6 +82,8 @@ async def run(args: argparse.Namespace) -> int:
             "gossip_bind": args.gossip_bind,
             "gossip_connect": args.gossip_connect or (),
         }
+        if args.gossip_server_key:
+            gossip["gossip_server_key"] = args.gossip_server_key
     if args.log:
         logging.getLogger("trizre").addHandler(_EmitLogs())
         logging.getLogger("trizre").setLevel(logging.DEBUG)
@@ -180,6 +182,11 @@ def main() -> int:
     parser.add_argument("--endpoint", default=None, help="gossip mode: the inbox endpoint")
     parser.add_argument("--gossip-bind", default=None, help="gossip mode: serve gossip here")
     parser.add_argument("--gossip-connect", action="append", default=[], help="gossip hub")
+    parser.add_argument(
+        "--gossip-server-key",
+        default=None,
+        help="the gossip hubs' Z85 public key: gossip over CURVE (as --gossip-server-key=KEY)",
+    )
     args = parser.parse_args()
     ensure_in_test_namespace()
     import trio  # noqa: PLC0415

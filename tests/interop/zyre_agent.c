@@ -26,6 +26,8 @@
         --allow DIR | --allow-any   (zauth's CURVE allow-list)
         --zap-domain D  --contest G (repeatable)  --verbose
         --endpoint E  --gossip-bind E  --gossip-connect E   (gossip mode)
+        --gossip-server-key Z85   (zyre_gossip_connect_curve: the hub's public
+                                   key; needs --curve or --curve-cert)
         --max-seconds S
 */
 
@@ -197,7 +199,7 @@ main (int argc, char *argv [])
 {
     const char *name = NULL, *iface = NULL, *cert_file = NULL, *allow = NULL;
     const char *zap_domain = NULL, *endpoint = NULL, *gossip_bind = NULL;
-    const char *gossip_connect = NULL;
+    const char *gossip_connect = NULL, *gossip_server_key = NULL;
     int port = 0, interval = 0, evasive = 0, expired = 0, verbose = 0, curve = 0;
     double max_seconds = 60;
     zlist_t *groups = zlist_new ();
@@ -229,6 +231,7 @@ main (int argc, char *argv [])
         else if (streq (arg, "--endpoint")) endpoint = value;
         else if (streq (arg, "--gossip-bind")) gossip_bind = value;
         else if (streq (arg, "--gossip-connect")) gossip_connect = value;
+        else if (streq (arg, "--gossip-server-key")) gossip_server_key = value;
         else if (streq (arg, "--max-seconds")) max_seconds = atof (value);
         else {
             fprintf (stderr, "zyre_agent: unknown option %s\n", arg);
@@ -293,6 +296,10 @@ main (int argc, char *argv [])
     }
     if (gossip_bind)
         zyre_gossip_bind (node, "%s", gossip_bind);
+    //  zyre hands its certificate to zgossip at this call: set it first (above).
+    if (gossip_connect && gossip_server_key)
+        zyre_gossip_connect_curve (node, gossip_server_key, "%s", gossip_connect);
+    else
     if (gossip_connect)
         zyre_gossip_connect (node, "%s", gossip_connect);
     if (zyre_start (node)) {

@@ -109,6 +109,13 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
         "--gossip-bind", metavar="ENDPOINT", help="also serve gossip at this endpoint"
     )
     group.add_argument(
+        "--gossip-server-key",
+        metavar="KEY",
+        help="gossip over CURVE: the --gossip hubs' public key (Z85; write "
+        "--gossip-server-key=KEY when it begins with '-'), or its certificate file; "
+        "needs --curve",
+    )
+    group.add_argument(
         "--endpoint",
         metavar="ENDPOINT",
         help="this node's ZRE endpoint, e.g. tcp://127.0.0.1:*; needed with gossip",
@@ -182,9 +189,25 @@ def node_kwargs(args: argparse.Namespace, name: str | None = None) -> dict[str, 
         kwargs["curve_allow"] = CURVE_ALLOW_ANY if args.curve_allow == "any" else args.curve_allow
     elif args.curve_allow is not None:
         raise CommandError("--curve-allow needs --curve")
+    if args.gossip_server_key is not None:
+        if not args.gossip or args.curve is None:
+            raise CommandError("--gossip-server-key needs --gossip (the hubs) and --curve")
+        kwargs["gossip_server_key"] = _server_key(args.gossip_server_key)
     if "discovery" not in kwargs:
         kwargs["interface"] = _interface(args.interface)
     return kwargs
+
+
+def _server_key(text: str) -> Certificate | str:
+    """A hub's key: 40 characters of Z85, else a (public) certificate file."""
+    if len(text) == 40 and not os.path.exists(text):
+        return text
+    try:
+        return Certificate.load(text).public_only()
+    except (OSError, ValueError) as exc:
+        raise CommandError(
+            f"--gossip-server-key {text!r} is neither a Z85 key nor a certificate: {exc}"
+        ) from None
 
 
 def _interface(spec: str | None) -> str:

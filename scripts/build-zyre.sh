@@ -30,7 +30,7 @@ fi
 # CURVE interop tests skip, saying so.
 czmq_tarball="${CZMQ_TARBALL:-}"
 if [ -z "$czmq_tarball" ]; then
-    for candidate in "$here/../shared/vendor" /work/shared/vendor; do
+    for candidate in "$here/tests/interop/vendor" "$here/../shared/vendor" /work/shared/vendor; do
         if [ -f "$candidate/czmq-4.2.1.tar.gz" ]; then
             czmq_tarball="$candidate/czmq-4.2.1.tar.gz"
             break

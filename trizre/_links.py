@@ -33,6 +33,7 @@ import attrs
 import trio
 import zmq
 
+from ._util import OVERSIZE
 from ._zsock import ZSocket, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
@@ -118,7 +119,9 @@ def bind_inbox(
     endpoint returned is libzmq's, the port resolved.
 
     libzmq disconnects a peer that sends a frame over ``max_message_size``
-    bytes before buffering it (-1: no limit).  With ``curve`` the inbox is
+    bytes before buffering it (-1: no limit); a message of smaller frames
+    over it in total is discarded uncopied and given as
+    ``[identity, OVERSIZE]`` (see :meth:`ZSocket.receive_batch`).  With ``curve`` the inbox is
     a CURVE server: only clients the ZAP handler accepts connect, and each
     message's identity frame is prefixed with the client's key in Z85
     (see :class:`ZSocket`'s ``tag_user_id``).  Raises ``zmq.ZMQError``
@@ -166,7 +169,7 @@ def bind_inbox(
     except BaseException:
         sock.close(linger=0)
         raise
-    return ZSocket(sock, tag_user_id=curve is not None), bound
+    return ZSocket(sock, tag_user_id=curve is not None, max_message_size=max_message_size), bound
 
 
 @final
@@ -286,13 +289,26 @@ class LocalInbox:
 
     ``deaf_since`` is set by its node while it cannot read (its events
     subscribers are full); local peers read it instead of pinging.
+    ``max_message_size`` (-1: none) applies as the TCP inbox does: a
+    message whose frames total more arrives as ``[identity, OVERSIZE]`` (see
+    :func:`bind_inbox`), so in-memory links refuse what TCP would.
     """
 
-    __slots__ = ("_lot", "_queue", "closed", "deaf_since", "endpoint", "links", "version")
+    __slots__ = (
+        "_lot",
+        "_queue",
+        "closed",
+        "deaf_since",
+        "endpoint",
+        "links",
+        "max_message_size",
+        "version",
+    )
 
-    def __init__(self, endpoint: str, version: int) -> None:
+    def __init__(self, endpoint: str, version: int, max_message_size: int = -1) -> None:
         self.endpoint = endpoint
         self.version = version
+        self.max_message_size = max_message_size if max_message_size >= 0 else 2**63
         self.closed = False
         self.deaf_since: float | None = None
         self.links: set[LocalLink] = set()  # links into this inbox, closed with it
@@ -300,6 +316,8 @@ class LocalInbox:
         self._lot = trio.lowlevel.ParkingLot()
 
     def _put(self, link: LocalLink, frames: list[bytes]) -> None:
+        if sum(map(len, frames)) - len(frames[0]) > self.max_message_size:
+            frames = [frames[0], OVERSIZE]  # as the TCP inbox
         self._queue.append((link, frames))
         if self._lot:  # an empty ParkingLot's unpark still costs ~1 us
             self._lot.unpark_all()
@@ -325,6 +343,16 @@ class LocalInbox:
             link._taken()
             batch.append(frames)
         return batch
+
+    def drop(self, identity: bytes) -> None:
+        """Close the links into this inbox from ``identity``: as libzmq dropping a connection.
+
+        Their node's next send raises ``trio.ClosedResourceError`` and it
+        forgets us (it sees the link closed): nothing it sends after is
+        taken silently.
+        """
+        for link in [link for link in self.links if link._identity == identity]:
+            link.close()
 
     def close(self) -> None:
         """Drop what is queued, close every link into it, wake its reader."""

@@ -59,6 +59,7 @@ from ._events import (
     Join,
     Leader,
     Leave,
+    MessageTooLarge,
     PeerDisconnected,
     Shout,
     Silent,
@@ -85,7 +86,7 @@ from ._links import (
 from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
-from ._util import release_freed_memory, unwrap_single_exception_group
+from ._util import OVERSIZE, release_freed_memory, unwrap_single_exception_group
 from ._zsock import ZSocket
 
 __all__ = ["Node", "open_node"]
@@ -94,6 +95,8 @@ log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
+_WHISPER_HEAD: Final = len(wire.encode_whisper(0, (), 2)[0])  # signature, command, version, seq
+_SHOUT_HEAD: Final = _WHISPER_HEAD + 1  # and the group's length octet
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
 _CROWD: Final = 64  # peers without HELLO at once: worth handing memory back after
 _TRIM_DELAY: Final = 1.0  # seconds after the crowd dissolved
@@ -167,6 +170,7 @@ class Node:
         # The ZAP handler tells this node's inbox from others' by it.
         self._zap_id = b"trizre-zap-" + self._uuid.bytes
         self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
+        self._limits = config.peer_limits
 
     # ------------------------------------------------------------ identity
 
@@ -241,7 +245,7 @@ class Node:
         """Every group that at least one present peer is in, sorted."""
         groups: set[str] = set()
         for peer in self._entered():
-            groups |= peer.protocol.groups
+            groups.update(peer.protocol.groups)
         return sorted(groups)
 
     def _present(self, peer: UUID) -> PeerSession:
@@ -373,9 +377,16 @@ class Node:
         it raised; it is checked on every call, while the schedule point
         of a send that did not have to wait comes once every 32 such calls
         (the cost of a flood is mostly schedule points otherwise).
+
+        A message whose encoded frames together exceed this node's
+        ``max_message_size`` raises :class:`~trizre.MessageTooLarge` before
+        anything is sent (no sequence number is used): a receiver with the
+        same setting would drop the link.  What a normal return guarantees
+        is in ``docs/node.md`` (Send guarantee).
         """
         target = self._present(peer)
         content = _frames(frames)
+        self._check_size(_WHISPER_HEAD, content)
         version = self._version
 
         def build(seq: int) -> list[bytes]:
@@ -401,6 +412,7 @@ class Node:
         """
         target = self._present(peer)
         content = _frames(frames)
+        self._check_size(_WHISPER_HEAD, content)
         version = self._version
         seq = target.send_nowait(lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
@@ -450,10 +462,13 @@ class Node:
         and those waited for before the cancellation got the message, the
         rest did not.  Bad input: an empty group name or one over 255
         UTF-8 bytes raises ``ValueError``, frames that are not bytes
-        ``TypeError``.
+        ``TypeError``, a message over ``max_message_size`` (as
+        :meth:`whisper`) :class:`~trizre.MessageTooLarge`, before it goes
+        to any member.
         """
         _check_group(group)
         content = _frames(frames)
+        self._check_size(_SHOUT_HEAD + len(group.encode()), content)
         members = [p for p in self._entered() if group in p.protocol.groups]
         await trio.lowlevel.checkpoint_if_cancelled()
         version = self._version
@@ -520,6 +535,16 @@ class Node:
             await self._elect(self._elections.start(group, self._members(group), now))
         else:
             self._elections.forget(group)
+
+    def _check_size(self, head: int, content: tuple[bytes, ...]) -> None:
+        """Refuse a data message whose frames total more than max_message_size.
+
+        ``head``: the size of its frame 0.  The receiver's limit is not
+        known; peers are meant to share the setting (docs/security.md).
+        """
+        size = head + sum(map(len, content))
+        if size > self._limits.message_size:
+            raise MessageTooLarge(size, self._limits.message_size)
 
     async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""
@@ -627,6 +652,7 @@ class Node:
             handshake=self._handshake_for(peer_uuid),
             key=None if curve is None else z85(curve.server),
             answering=answering,
+            limits=self._limits,
         )
         peer = PeerSession(protocol, link)
         if not link.in_process:
@@ -897,7 +923,22 @@ class Node:
         HELLO for a UUID we know under another key is refused, so nobody
         can speak as another peer, whatever key the allow-list gave them.
         """
-        found = hello_from_stranger(frames, self._version, curve=self._curve is not None)
+        if len(frames) > 1 and frames[1] is OVERSIZE:
+            # The inbox refused a message over max_message_size (see
+            # PeerProtocol.receive) from a sender we do not know.
+            self._log_rarely(
+                "oversize",
+                logging.WARNING,
+                f"dropped a message over max_message_size ({self._limits.message_size} octets) "
+                "from an unknown sender",
+            )
+            return
+        if (excess := self._limits.hello_excess(frames[1])) is not None:
+            self._log_rarely("limits", logging.WARNING, f"refused a HELLO that {excess}")
+            return
+        found = hello_from_stranger(
+            frames, self._version, curve=self._curve is not None, limits=self._limits
+        )
         if found is None:
             return  # commands before HELLO are ignored (and key-less HELLOs in CURVE mode)
         peer_uuid, hello, key = found
@@ -943,6 +984,16 @@ class Node:
         if protocol.has_queued:
             peer.flush()  # a PING-OK
         if protocol.ended is not None:
+            if protocol.ended is ExitReason.LIMITS:
+                self._log_rarely(
+                    "limits",
+                    logging.WARNING,
+                    f"dropped peer {peer.uuid} ({protocol.name}): {protocol.detail}",
+                )
+                if self._local is not None:
+                    # As libzmq drops an oversize frame's connection: its
+                    # node learns at once that we took nothing more from it.
+                    self._local.drop(protocol.route)
             await self._remove_peer(peer, protocol.ended, protocol.detail)
             if protocol.ended is ExitReason.HELLO:
                 await self._greet(frames, trio.current_time())  # it starts anew
@@ -1250,7 +1301,7 @@ class Node:
         # CURVE peers are all reached over CURVE: an in-memory link would
         # bypass the allow-list.
         if self._config.local_links and curve is None:
-            self._local = LocalInbox(self._endpoint, self._version)
+            self._local = LocalInbox(self._endpoint, self._version, self._config.max_message_size)
             register(self._uuid, self._local)
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
@@ -1376,6 +1427,9 @@ async def open_node(
     protocol_version: int = 2,
     send_hwm: int = 1000,
     max_message_size: int = 16 * 1024 * 1024,
+    max_peer_groups: int = 10_000,
+    max_headers: int = 10_000,
+    max_header_bytes: int = 1024 * 1024,
     beacons_refresh: bool = False,
     local_links: bool | None = None,
     discovery: DiscoveryKind = "udp",
@@ -1425,13 +1479,21 @@ async def open_node(
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
-        max_message_size: a TCP peer that sends a frame larger than this
-            (bytes; default 16 MiB) is disconnected by libzmq before the
-            frame is buffered; the message is lost, so its next one opens a
-            sequence gap and the peer exits (or it goes silent and
-            expires).  A peer can still make a node buffer about
-            ``1000 * max_message_size`` (libzmq's receive queue): keep it
-            near your largest message.
+        max_message_size: the largest message, all its frames together
+            (bytes; default 16 MiB), this node sends or takes.  ``whisper``
+            and ``shout`` raise :class:`~trizre.MessageTooLarge` for a
+            larger one.  A TCP peer that sends a larger frame is
+            disconnected by libzmq before the frame is buffered; a larger
+            message of smaller frames is discarded uncopied; either way
+            the peer is dropped (Exit, reason ``limits``).  Peers should
+            share the setting (``docs/security.md``).  A peer can still
+            make a node buffer about ``1000 * max_message_size`` (libzmq's
+            receive queue): keep it near your largest message.
+        max_peer_groups: groups one peer may be in (its HELLO's list, then
+            its JOINs); a peer past it is dropped (Exit, reason ``limits``).
+        max_headers: headers one peer's HELLO may carry; more: dropped.
+        max_header_bytes: octets of names and values together one peer's
+            HELLO headers may hold; more: dropped.
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
             the link works.  On, a peer is PINGed only after
@@ -1520,6 +1582,9 @@ async def open_node(
         protocol_version=protocol_version,
         send_hwm=send_hwm,
         max_message_size=max_message_size,
+        max_peer_groups=max_peer_groups,
+        max_headers=max_headers,
+        max_header_bytes=max_header_bytes,
         beacons_refresh=beacons_refresh,
         local_links=local_links,
         discovery=discovery,

@@ -560,3 +560,54 @@ async def test_a_frame_over_max_message_size_is_never_delivered_and_ends_the_pee
                 exit_or_whisper = await next_event(events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
                 assert isinstance(exit_or_whisper, trizre.Exit)
                 assert exit_or_whisper.peer == raw.uuid
+
+
+# ---------------------------------------------- message sizes (issue 25, section 4)
+
+
+async def test_a_message_over_max_message_size_raises_at_the_call_and_the_next_ones_arrive() -> (
+    None
+):
+    """Default options: 16 MiB refused at the call, nothing sent, no number used, no Exit.
+
+    Runs over TCP (``--links tcp``) and in memory alike: the sender refuses
+    what the receiver's libzmq would drop the link for.
+    """
+    port = free_udp_port()
+    limit = 16 * 1024 * 1024
+    big = b"x" * (limit - 5)  # the 6-octet header makes it one over
+    with trio.fail_after(30):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            events, a_events = b.events(), a.events()
+            await b.join("g")
+            peer = await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            await next_event(a_events, trizre.Join, lambda e: e.peer == b.uuid)
+            sent_seq = a._peers[b.uuid].protocol.sent_seq
+            with pytest.raises(trizre.MessageTooLarge) as raised:
+                await a.whisper(peer, big)
+            assert (raised.value.size, raised.value.limit) == (limit + 1, limit)
+            assert f"{limit + 1} octets" in str(raised.value)
+            assert isinstance(raised.value, ValueError)
+            with pytest.raises(trizre.MessageTooLarge):
+                a.whisper_nowait(peer, big[:-3], b"123")  # frames count together
+            with pytest.raises(trizre.MessageTooLarge) as shouted:
+                await a.shout("g", big[:-2])  # SHOUT's header: 6 octets + "g" as a string
+            assert shouted.value.size == limit + 1
+            assert a._peers[b.uuid].protocol.sent_seq == sent_seq  # no number used
+            await a.whisper(peer, b"x" * (limit - 6))  # exactly the limit goes
+            await a.whisper(peer, b"after")
+            if not a.whisper_nowait(peer, b"and after"):
+                await a.whisper(peer, b"and after")
+            await a.shout("g", b"shouted")
+            got = await next_event(events, trizre.Whisper)
+            assert len(got.frames[0]) == limit - 6
+            kinds: list[bytes] = []
+            while len(kinds) < 3:
+                event = await next_event(events, trizre.Whisper | trizre.Shout | trizre.Exit)  # type: ignore[arg-type]
+                assert not isinstance(event, trizre.Exit)
+                kinds.append(event.frames[0])
+            assert kinds[0] == b"after" and kinds[-1] == b"shouted"

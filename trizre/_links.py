@@ -24,6 +24,8 @@ Nothing is dropped while both nodes run.
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, final
@@ -37,6 +39,8 @@ from ._util import OVERSIZE
 from ._zsock import ZSocket, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
+_DISCONNECTED: Final = int(zmq.EVENT_DISCONNECTED)
+_MONITORS: Final = itertools.count()  # unique inproc names: a socket's fd is reused
 
 __all__ = [
     "EPHEMERAL_PORTS",
@@ -199,14 +203,21 @@ class TcpLink:
 
     Closing drops whatever libzmq still holds (LINGER 0), last words
     included: a stopping node does not wait for slow peers.
+
+    Made by :meth:`connect`, it watches its connection (a libzmq socket
+    monitor, :meth:`broken`): a DEALER whose connection breaks reconnects
+    silently and goes on sending, though what was in flight is lost and
+    the peer (whose inbox may have dropped us for a frame over its
+    ``max_message_size``) sees a gap.  The node ends such a peer instead.
     """
 
-    __slots__ = ("_linger_ms", "_sock", "send", "send_nowait")
+    __slots__ = ("_linger_ms", "_monitor", "_sock", "send", "send_nowait")
 
     in_process: Final = False
 
-    def __init__(self, sock: ZSocket, linger_ms: int = 0) -> None:
+    def __init__(self, sock: ZSocket, linger_ms: int = 0, monitor: ZSocket | None = None) -> None:
         self._sock = sock
+        self._monitor = monitor
         self._linger_ms = linger_ms
         # Bound once: a flood calls send_nowait for every message.
         self.send_nowait = sock.send_nowait
@@ -232,6 +243,7 @@ class TcpLink:
         descriptors, or ``endpoint`` is not one ZeroMQ can connect to.
         """
         zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
+        monitor: zmq.Socket[Any] | None = None
         try:
             zsock.setsockopt(zmq.IDENTITY, identity)
             zsock.setsockopt(zmq.SNDHWM, hwm)
@@ -246,12 +258,19 @@ class TcpLink:
                 zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
                 zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
                 zsock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            # Only disconnections: the one event that says sent messages may be lost.
+            address = f"inproc://trizre-link-{next(_MONITORS)}"
+            zsock.monitor(address, zmq.EVENT_DISCONNECTED)
+            monitor = context().socket(zmq.PAIR)
+            monitor.connect(address)
             zsock.connect(endpoint)
         except BaseException:
             zsock.close(linger=0)
+            if monitor is not None:
+                monitor.close(linger=0)
             raise
         # cork: floods hand libzmq one batch, not each message.
-        return cls(ZSocket(zsock, cork=True), linger_ms)
+        return cls(ZSocket(zsock, cork=True), linger_ms, ZSocket(monitor))
 
     @property
     def closed(self) -> bool:
@@ -261,6 +280,25 @@ class TcpLink:
     def liveness(self, now: float) -> None:
         """Always ``None``: over TCP only the peer's traffic proves it alive."""
         return None
+
+    async def broken(self) -> None:
+        """Return once the connection to the peer's inbox broke (libzmq's DISCONNECTED).
+
+        Only a connection that was made can break: a peer not yet listening
+        is retried, not reported.  After it, libzmq reconnects on its own,
+        but what was in flight is lost, and the peer sees a sequence gap
+        (or, if its inbox dropped us for a frame over its
+        ``max_message_size``, may have ended us already).  Raises
+        ``trio.ClosedResourceError`` once the link is closed (also while
+        waiting), and at once for a link made without a monitor.
+        Cancellation: nothing is lost; call it again.
+        """
+        if self._monitor is None:
+            raise trio.ClosedResourceError("this link has no monitor")
+        while True:
+            event = (await self._monitor.receive())[0]
+            if len(event) >= 2 and int.from_bytes(event[:2], sys.byteorder) == _DISCONNECTED:
+                return
 
     def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
         """Close; never waits.
@@ -275,7 +313,14 @@ class TcpLink:
             for frames in last_words:
                 if not self.send_nowait(frames):
                     break
+        if self._monitor is not None and not self._sock.closed:
+            # First: libzmq sends monitor events with a blocking send from
+            # its I/O thread, so one sent once our end is closed would
+            # stall every socket of the process.  Stopped, it sends none.
+            self._sock.zmq_socket.disable_monitor()
         self._sock.close(self._linger_ms)
+        if self._monitor is not None:
+            self._monitor.close()
 
 
 _REGISTRY: Final[trio.lowlevel.RunVar[dict[UUID, LocalInbox]]] = trio.lowlevel.RunVar(

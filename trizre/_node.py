@@ -171,6 +171,7 @@ class Node:
         self._zap_id = b"trizre-zap-" + self._uuid.bytes
         self._throttle = SourceThrottle(config.new_peers_per_source, burst=64)
         self._limits = config.peer_limits
+        self._nursery: trio.Nursery | None = None  # where links are watched (_watch_link)
 
     # ------------------------------------------------------------ identity
 
@@ -655,6 +656,8 @@ class Node:
             limits=self._limits,
         )
         peer = PeerSession(protocol, link)
+        if isinstance(link, TcpLink) and self._nursery is not None:
+            self._nursery.start_soon(self._watch_link, peer, link)
         if not link.in_process:
             self._bound_unready(peer)
         self._peers[peer_uuid] = peer
@@ -767,6 +770,29 @@ class Node:
         if now - self._logged.get(topic, -math.inf) >= 10.0:
             self._logged[topic] = now
             log.log(level, "%s; this is logged at most every 10 s", what)
+
+    async def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
+        """End an entered peer when our TCP link to it breaks (issue 25).
+
+        libzmq would reconnect and go on sending, but what was in flight is
+        lost and the peer will see a gap: its messages after it would be
+        lost too, silently, while our calls returned.  Ending it reports
+        Exit, and later sends raise, until it enters again (its next
+        beacon, or its HELLO, links anew).  A peer that has not said HELLO
+        is left to the handshake timeout (a CURVE server refusing our key
+        breaks the connection at each try).
+        """
+        try:
+            while True:
+                await link.broken()
+                if self._peers.get(peer.uuid) is not peer:
+                    return
+                if peer.protocol.ready:
+                    break
+        except trio.ClosedResourceError:
+            return  # the link was closed: the peer is gone already
+        log.info("peer %s (%s): our link to it broke", peer.uuid, peer.protocol.name)
+        await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
@@ -1285,6 +1311,7 @@ class Node:
                 )
             curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
         interface = self._interface
+        self._nursery = nursery
         self._inbox, self._endpoint = bind_inbox(
             interface.scoped if isinstance(interface, Interface6) else str(interface.address),
             self._config.max_message_size,

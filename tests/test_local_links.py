@@ -175,7 +175,9 @@ async def test_mixed_nodes_fall_back_to_tcp() -> None:
             await b.wait_for_peer(a.uuid)
             await a.whisper(b.uuid, b"over tcp")
             assert (await next_event(b_events, trizre.Whisper)).frames == (b"over tcp",)
-            assert built[0] == 4  # two ROUTERs, a DEALER each way
+            # Two ROUTERs, a DEALER each way, and each DEALER's monitor
+            # (a broken TCP link ends its peer: docs/node.md, Send guarantee).
+            assert built[0] == 6
 
 
 async def test_messages_before_stop_are_delivered_then_exit() -> None:

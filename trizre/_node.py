@@ -791,7 +791,8 @@ class Node:
                     break
         except trio.ClosedResourceError:
             return  # the link was closed: the peer is gone already
-        log.info("peer %s (%s): our link to it broke", peer.uuid, peer.protocol.name)
+        # Not logged beyond _forget's debug line: a killed process breaks
+        # every link to it at once, and the Exit (trace reason link) says it.
         await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, final
 from uuid import UUID
 
@@ -397,7 +397,7 @@ class LocalInbox:
         taken silently.
         """
         for link in [link for link in self.links if link._identity == identity]:
-            link.close()
+            link._dropped()
 
     def close(self) -> None:
         """Drop what is queued, close every link into it, wake its reader."""
@@ -406,7 +406,7 @@ class LocalInbox:
         self.closed = True
         self._queue.clear()
         for link in list(self.links):
-            link.close()
+            link._dropped()
         self._lot.unpark_all()
 
 
@@ -418,7 +418,16 @@ class LocalLink:
     with ``trio.ClosedResourceError``.
     """
 
-    __slots__ = ("__weakref__", "_hwm", "_identity", "_inbox", "_lot", "closed", "inflight")
+    __slots__ = (
+        "__weakref__",
+        "_hwm",
+        "_identity",
+        "_inbox",
+        "_lot",
+        "closed",
+        "inflight",
+        "on_close",
+    )
 
     def __init__(self, inbox: LocalInbox, identity: bytes, hwm: int) -> None:
         self._inbox = inbox
@@ -426,6 +435,9 @@ class LocalLink:
         self._hwm = hwm
         self.inflight = 0  # messages of ours in the inbox
         self.closed = False
+        # Called when the peer's node closes it (it stopped, or dropped us
+        # for a limit): its node learns at once.
+        self.on_close: Callable[[], None] | None = None
         self._lot: trio.lowlevel.ParkingLot | None = None  # made on the first wait
         inbox.links.add(self)
 
@@ -489,6 +501,14 @@ class LocalLink:
         self._inbox.links.discard(self)
         if self._lot:
             self._lot.unpark_all()
+
+    def _dropped(self) -> None:
+        """The inbox's node closed it (it stopped, or dropped us): tell ours."""
+        if self.closed:
+            return
+        self.close()
+        if self.on_close is not None:
+            self.on_close()
 
 
 def _registry() -> dict[UUID, LocalInbox]:

@@ -616,6 +616,10 @@ class Node:
         )
         if inbox is not None:
             link = LocalLink(inbox, self._identity, self._config.send_hwm)
+            # The presence keeper removes a peer whose node closed our link:
+            # at once, not at its next pass (issue 25: nothing sent after is
+            # taken silently).
+            link.on_close = lambda: self._presence_due(trio.current_time())
         elif beacon_from is not None and not self._throttle.admit(beacon_from, trio.current_time()):
             self._warn_crowded(f"{beacon_from} announces more new peers than allowed")
             return None

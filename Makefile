@@ -127,7 +127,7 @@ chaos: $(STAMP) java
 	$(BIN)/python benchmarks/chaos.py --profile default --out chaos-run $(CHAOS_ARGS)
 
 # A big mesh (default 500 nodes over 10 processes) under load and kill -9
-# faults, judged by the audit; needs root and, at 500 nodes, ~68,000 file
+# faults, judged by the audit; needs root and, at 500 nodes, ~113,000 file
 # descriptors per process (see docs/reliability.md). Not part of CI.
 scale: $(STAMP) java
 	$(BIN)/python benchmarks/scale.py --out scale-run $(SCALE_ARGS)

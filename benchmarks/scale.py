@@ -56,11 +56,13 @@ def files_needed(nodes: int, processes: int) -> int:
     """File descriptors one process of a full mesh holds, about.
 
     Each link to a node of another process is a DEALER (its TCP connection
-    and its mailbox's eventfd) and, at the other end, an accepted TCP
-    connection: 3 per (local, remote) pair, plus a few hundred of its own.
+    and its mailbox's eventfd), the DEALER's socket monitor (two more
+    mailboxes: libzmq's end and ours, issue 25) and, at the other end, an
+    accepted TCP connection: 5 per (local, remote) pair, plus a few hundred
+    of its own.
     """
     local = nodes // processes
-    return 3 * local * (nodes - local) + 500
+    return 5 * local * (nodes - local) + 500
 
 
 def _raise_file_limit(needed: int) -> None:

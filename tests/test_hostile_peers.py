@@ -15,20 +15,21 @@ import random
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
 import trizre
-from tests.nodes import FAST, RawPeer, free_udp_port, next_event, raw_peer
+from tests.nodes import FAST, RawPeer, free_udp_port, next_event, raw_peer, wait_logged
 from trizre import wire
 
 
 @asynccontextmanager
-async def node_with_a_friend() -> AsyncIterator[tuple[trizre.Node, trizre.Node]]:
-    """A node, and a legitimate peer of it that echoes every WHISPER."""
+async def node_with_a_friend(**options: Any) -> AsyncIterator[tuple[trizre.Node, trizre.Node]]:
+    """A node (with ``options``), and a legitimate peer of it that echoes every WHISPER."""
     port = free_udp_port()
     async with (
-        trizre.open_node("target", beacon_port=port, local_links=False, **FAST) as node,
+        trizre.open_node("target", beacon_port=port, local_links=False, **FAST, **options) as node,
         trizre.open_node("friend", beacon_port=port, local_links=False, **FAST) as friend,
         trio.open_nursery() as nursery,
     ):
@@ -179,3 +180,53 @@ def random_valid_messages(rng: random.Random, raw: RawPeer, count: int) -> list[
         else:
             out.append(wire.PingOk(seq))
     return out
+
+
+# ------------------------------------------------------- limits (issue 25)
+
+
+async def test_a_hello_of_a_million_groups_is_refused_without_decoding_it(caplog: Any) -> None:
+    """12 MB of HELLO, under max_message_size: refused from its count, logged, never entered."""
+    with trio.fail_after(30):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as big:
+            events = node.events()
+            groups = tuple(f"g{i:07}" for i in range(1_000_000))
+            await big.send(wire.Hello(1, big.endpoint, groups, 0, "big"))
+            await wait_logged(caplog, "lists 1000000 groups, over max_peer_groups (10000)")
+            await still_served(node, friend, events)
+            assert big.uuid not in node.peers() and node.peer_groups() == []
+
+
+async def test_a_join_flood_past_max_peer_groups_drops_the_peer(caplog: Any) -> None:
+    with trio.fail_after(20):
+        async with (
+            node_with_a_friend(max_peer_groups=100) as (node, friend),
+            raw_peer(node) as raw,
+        ):
+            events = node.events(max_buffer=1000)
+            await raw.hello("joiner")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            for i in range(150):
+                await raw.send(wire.Join(raw.next_seq(), f"g{i}", (i + 1) % 256))
+            await next_event(events, trizre.Exit, lambda e: e.peer == raw.uuid)
+            await wait_logged(caplog, "a JOIN past max_peer_groups (100)")
+            await still_served(node, friend, events)
+            assert node.peer_groups() == []
+
+
+async def test_a_message_over_max_message_size_in_total_drops_the_peer(caplog: Any) -> None:
+    """24 frames each under the limit (libzmq's is per frame): the message is refused whole."""
+    with trio.fail_after(20):
+        async with (
+            node_with_a_friend(max_message_size=64 * 1024) as (node, friend),
+            raw_peer(node) as raw,
+        ):
+            events = node.events()
+            await raw.hello("fat")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            head = wire.encode_whisper(raw.next_seq(), (), 2)[0]
+            await raw.send_frames([head, *[b"x" * 60 * 1024] * 24])
+            event = await next_event(events, trizre.Whisper | trizre.Exit)  # type: ignore[arg-type]
+            assert isinstance(event, trizre.Exit) and event.peer == raw.uuid
+            await wait_logged(caplog, "over max_message_size (65536 octets)")
+            await still_served(node, friend, events)

@@ -19,6 +19,7 @@ import trizre
 from tests.nodes import FAST, free_udp_port, next_event, open_nodes, wait_for_peers
 from trizre._links import LocalInbox, LocalLink, lookup, register, unregister
 from trizre._trace import ExitReason
+from trizre._util import OVERSIZE
 from trizre._zsock import ZSocket
 
 
@@ -175,7 +176,9 @@ async def test_mixed_nodes_fall_back_to_tcp() -> None:
             await b.wait_for_peer(a.uuid)
             await a.whisper(b.uuid, b"over tcp")
             assert (await next_event(b_events, trizre.Whisper)).frames == (b"over tcp",)
-            assert built[0] == 4  # two ROUTERs, a DEALER each way
+            # Two ROUTERs, a DEALER each way, and each DEALER's monitor
+            # (a broken TCP link ends its peer: docs/node.md, Send guarantee).
+            assert built[0] == 6
 
 
 async def test_messages_before_stop_are_delivered_then_exit() -> None:
@@ -324,3 +327,39 @@ async def test_sender_waiting_on_a_stopping_local_peer_gets_peer_disconnected() 
             # b stopped while flood waited for room in its link
             assert len(errors) == 1
             assert a.peers() in ([], [peer])  # its GOODBYE may still be on the way
+
+
+async def test_in_memory_links_apply_the_receivers_max_message_size() -> None:
+    """As over TCP (issue 25): b drops a for a message over b's limit, and a learns at once.
+
+    a's own limit is larger, so its call succeeds; b's inbox refuses the
+    message, b ends a and closes a's link into it, as libzmq drops the
+    connection; a reports Exit for b and its next whisper raises.
+    """
+    port = free_udp_port()
+    slow = {"beacon_port": port, "interface": "lo", "beacon_interval": 60.0}
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("a", max_message_size=1024 * 1024, **slow) as a,
+            trizre.open_node("b", max_message_size=64 * 1024, **slow) as b,
+        ):
+            a_events, b_events = a.events(), b.events()
+            await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            assert isinstance(a._peers[b.uuid].link, LocalLink)
+            await a.whisper(b.uuid, b"x" * 100_000)
+            event = await next_event(b_events, trizre.Whisper | trizre.Exit)  # type: ignore[arg-type]
+            assert isinstance(event, trizre.Exit) and event.peer == a.uuid
+            assert (await next_event(a_events, trizre.Exit)).peer == b.uuid
+            with pytest.raises(trizre.UnknownPeer):
+                await a.whisper(b.uuid, b"after")
+
+
+def test_a_local_inbox_refuses_a_message_over_its_limit_in_total() -> None:
+    inbox = LocalInbox("tcp://127.0.0.1:1", 2, max_message_size=10)
+    link = LocalLink(inbox, b"me", 10)
+    assert link.send_nowait([b"12345", b"67890"])  # 10 octets: at the limit
+    assert link.send_nowait([b"12345", b"678901"])
+    queued = [frames for _, frames in inbox._queue]
+    assert queued[0] == [b"me", b"12345", b"67890"]
+    assert queued[1] == [b"me", OVERSIZE] and queued[1][1] is OVERSIZE

@@ -569,3 +569,95 @@ async def test_a_frame_over_max_message_size_is_never_delivered_and_ends_the_pee
                 exit_or_whisper = await next_event(events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
                 assert isinstance(exit_or_whisper, trizre.Exit)
                 assert exit_or_whisper.peer == raw.uuid
+
+
+# ---------------------------------------------- message sizes (issue 25, section 4)
+
+
+async def test_a_message_over_max_message_size_raises_at_the_call_and_the_next_ones_arrive() -> (
+    None
+):
+    """Default options: 16 MiB refused at the call, nothing sent, no number used, no Exit.
+
+    Runs over TCP (``--links tcp``) and in memory alike: the sender refuses
+    what the receiver's libzmq would drop the link for.
+    """
+    port = free_udp_port()
+    limit = 16 * 1024 * 1024
+    big = b"x" * (limit - 5)  # the 6-octet header makes it one over
+    with trio.fail_after(30):
+        async with (
+            trizre.open_node("a", beacon_port=port, **FAST) as a,
+            trizre.open_node("b", beacon_port=port, **FAST) as b,
+        ):
+            events, a_events = b.events(), a.events()
+            await b.join("g")
+            peer = await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            await next_event(a_events, trizre.Join, lambda e: e.peer == b.uuid)
+            sent_seq = a._peers[b.uuid].protocol.sent_seq
+            with pytest.raises(trizre.MessageTooLarge) as raised:
+                await a.whisper(peer, big)
+            assert (raised.value.size, raised.value.limit) == (limit + 1, limit)
+            assert f"{limit + 1} octets" in str(raised.value)
+            assert isinstance(raised.value, ValueError)
+            with pytest.raises(trizre.MessageTooLarge):
+                a.whisper_nowait(peer, big[:-3], b"123")  # frames count together
+            with pytest.raises(trizre.MessageTooLarge) as shouted:
+                await a.shout("g", big[:-2])  # SHOUT's header: 6 octets + "g" as a string
+            assert shouted.value.size == limit + 1
+            assert a._peers[b.uuid].protocol.sent_seq == sent_seq  # no number used
+            await a.whisper(peer, b"x" * (limit - 6))  # exactly the limit goes
+            await a.whisper(peer, b"after")
+            if not a.whisper_nowait(peer, b"and after"):
+                await a.whisper(peer, b"and after")
+            await a.shout("g", b"shouted")
+            got = await next_event(events, trizre.Whisper)
+            assert len(got.frames[0]) == limit - 6
+            kinds: list[bytes] = []
+            while len(kinds) < 3:
+                event = await next_event(events, trizre.Whisper | trizre.Shout | trizre.Exit)  # type: ignore[arg-type]
+                assert not isinstance(event, trizre.Exit)
+                kinds.append(event.frames[0])
+            assert kinds[0] == b"after" and kinds[-1] == b"shouted"
+
+
+async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whispers_raise() -> None:
+    """b's libzmq drops a's connection (a frame over b's limit, not a's): a must learn.
+
+    Beacons are rare and presence slow here, so nothing but the broken
+    connection can tell a.  Before issue 25, a's DEALER reconnected
+    silently and every later whisper returned normally while b, having
+    seen the gap, dropped them all.
+    """
+    port = free_udp_port()
+    slow = {"beacon_port": port, "interface": "lo", "local_links": False}
+    slow |= {"beacon_interval": 0.2, "evasive_timeout": 60.0, "expired_timeout": 120.0}
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("a", max_message_size=1024 * 1024, **slow) as a,
+            trizre.open_node("b", max_message_size=64 * 1024, **slow) as b,
+        ):
+            a_events, b_events = a.events(), b.events()
+            peer = await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            await a.whisper(peer, b"before")
+            await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"before",))
+            await a.whisper(peer, b"x" * 100_000)  # under a's limit, over b's: b drops the link
+            exit_event = await next_event(a_events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
+            assert isinstance(exit_event, trizre.Exit) and exit_event.peer == b.uuid
+            expected = []
+            try:
+                await a.whisper(peer, b"after")
+                expected.append(b"after")  # b entered again already: it must arrive
+            except trizre.UnknownPeer:
+                pass  # the usual case: a forgot b at once
+            # At b's next beacon they link again, and what a sends arrives.
+            await a.wait_for_peer(b.uuid)
+            await a.whisper(peer, b"again")
+            expected.append(b"again")
+            got = []
+            while len(got) < len(expected):
+                event = await next_event(b_events, trizre.Whisper)
+                got.append(event.frames[0])
+            assert got == expected

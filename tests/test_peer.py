@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trizre import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, wire
-from trizre._peer import Ballot, PeerProtocol, hello_from_stranger
+from trizre._peer import Ballot, PeerLimits, PeerProtocol, hello_from_stranger
 from trizre._trace import ExitReason
+from trizre._util import OVERSIZE
 
 PEER = uuid.UUID("0123456789abcdef0123456789abcdef")
 IDENTITY = b"\x01" + PEER.bytes
@@ -565,3 +566,100 @@ def test_the_handshake_timeout_stops_mattering_once_hello_arrived() -> None:
     peer.receive(frames_of(wire.Hello(1, ENDPOINT, name="bob")), 1.0)
     assert peer.deadline() == 6.0  # presence only
     assert peer.poll(3.0) == [] and peer.ended is None
+
+
+# ------------------------------------------------------- limits (issue 25)
+
+SMALL = PeerLimits(groups=3, headers=2, header_bytes=10, message_size=100)
+
+
+def limited(limits: PeerLimits = SMALL) -> PeerProtocol:
+    return PeerProtocol(
+        PEER, ENDPOINT, OUR_HELLO, now=0.0, evasive=EVASIVE, expired=EXPIRED, limits=limits
+    )
+
+
+def test_groups_are_a_live_read_only_view_that_joins_update_in_place() -> None:
+    """A JOIN adds to the protocol's own set: no copy of every group per JOIN."""
+    peer = entered(("a",))
+    view = peer.groups
+    assert not hasattr(view, "add") and not hasattr(view, "discard")
+    peer.receive(frames_of(wire.Join(2, "b", 8)), 1.0)
+    assert "b" in view and len(view) == 2  # the same view sees the JOIN
+    peer.receive(frames_of(wire.Leave(3, "a", 9)), 1.0)
+    assert view == {"b"}
+
+
+def test_a_join_past_max_peer_groups_ends_the_peer() -> None:
+    peer = limited()
+    groups = ("a", "b", "c")
+    events = peer.receive(frames_of(wire.Hello(1, ENDPOINT, groups, 0, "bob")), 0.0)
+    assert [e.group for e in events if isinstance(e, Join)] == ["a", "b", "c"]
+    # A JOIN of a group it is in, and a LEAVE then JOIN, stay within the limit.
+    assert peer.receive(frames_of(wire.Join(2, "a", 1)), 0.0) == ()
+    assert peer.receive(frames_of(wire.Leave(3, "a", 2)), 0.0) == (Leave(PEER, "bob", "a"),)
+    assert peer.receive(frames_of(wire.Join(4, "d", 3)), 0.0) == (Join(PEER, "bob", "d"),)
+    assert peer.ended is None
+    assert peer.receive(frames_of(wire.Join(5, "e", 4)), 0.0) == ()
+    assert peer.ended is ExitReason.LIMITS
+    assert "max_peer_groups (3)" in peer.detail
+    assert set(peer.groups) == {"b", "c", "d"}
+
+
+@pytest.mark.parametrize(
+    ("groups", "headers", "detail"),
+    [
+        (("a", "b", "c", "d"), (), "lists 4 groups, over max_peer_groups (3)"),
+        ((), (("A", "1"), ("B", "2"), ("C", "3")), "3 headers, over max_headers (2)"),
+        ((), (("A", "123456789"), ("B", "2")), "over max_header_bytes (10)"),
+    ],
+)
+def test_a_hello_over_the_limits_ends_the_peer(
+    groups: tuple[str, ...], headers: tuple[tuple[str, str], ...], detail: str
+) -> None:
+    peer = limited()
+    hello = wire.Hello(1, ENDPOINT, groups, 0, "big", headers)
+    assert peer.receive(frames_of(hello), 0.0) == ()
+    assert not peer.ready and peer.ended is ExitReason.LIMITS
+    assert detail in peer.detail
+    assert hello_from_stranger(frames_of(hello), 2, limits=SMALL) is None
+
+
+def test_a_hello_at_the_limits_enters() -> None:
+    peer = limited()
+    hello = wire.Hello(1, ENDPOINT, ("a", "b", "c"), 0, "big", (("A", "1234"), ("B", "1")))
+    assert isinstance(peer.receive(frames_of(hello), 0.0)[0], Enter)
+    assert peer.ended is None
+    assert hello_from_stranger(frames_of(hello), 2, limits=SMALL) is not None
+
+
+def test_a_huge_hello_is_refused_from_its_counts_before_it_is_decoded() -> None:
+    """A count over the limit ends the peer though what follows is not even UTF-8."""
+    head = wire.encode(wire.Hello(1, ENDPOINT, (), 0, "x"))[0]
+    groups_at = 6 + 1 + len(ENDPOINT)
+    forged = head[:groups_at] + (1_000_000).to_bytes(4, "big") + b"\x00\x00\x00\x02\xff\xfe" * 4
+    with pytest.raises(wire.DecodeError):
+        wire.decode([forged])
+    peer = limited()
+    assert peer.receive([IDENTITY, forged], 0.0) == ()
+    assert peer.ended is ExitReason.LIMITS
+    assert "lists 1000000 groups" in peer.detail
+
+
+def test_a_hello_over_the_limits_from_another_identity_is_ignored() -> None:
+    peer = limited()
+    hello = wire.Hello(1, ENDPOINT, ("a", "b", "c", "d"), 0, "big")
+    assert peer.receive([b"\x01" + uuid.uuid4().bytes, *wire.encode(hello)], 0.0) == ()
+    assert peer.ended is None
+
+
+def test_a_message_the_inbox_refused_as_oversize_ends_the_peer() -> None:
+    peer = limited()
+    peer.receive(frames_of(wire.Hello(1, ENDPOINT, (), 0, "bob")), 0.0)
+    assert peer.receive([b"\x01" + uuid.uuid4().bytes, OVERSIZE], 0.0) == ()  # not its route
+    assert peer.ended is None
+    assert peer.receive([IDENTITY, b""], 0.0) == ()  # an empty frame a peer sent: ignored
+    assert peer.ended is None
+    assert peer.receive([IDENTITY, OVERSIZE], 0.0) == ()
+    assert peer.ended is ExitReason.LIMITS
+    assert "max_message_size (100 octets)" in peer.detail

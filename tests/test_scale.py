@@ -25,12 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT / "benchmarks" / "scale.py"
 
 
-def test_files_needed_counts_three_per_pair_across_processes() -> None:
+def test_files_needed_counts_five_per_pair_across_processes() -> None:
     # 50 local nodes, each linked to 450 in other processes: a DEALER (TCP
-    # and its mailbox) and, at the far end, an accepted TCP connection.
-    assert files_needed(500, 10) == 3 * 50 * 450 + 500 == 68_000
-    assert files_needed(250, 10) == 3 * 25 * 225 + 500 == 17_375
-    assert files_needed(20, 5) == 3 * 4 * 16 + 500
+    # and its mailbox), its socket monitor (two mailboxes) and, at the far
+    # end, an accepted TCP connection.
+    assert files_needed(500, 10) == 5 * 50 * 450 + 500 == 113_000
+    assert files_needed(250, 10) == 5 * 25 * 225 + 500 == 28_625
+    assert files_needed(20, 5) == 5 * 4 * 16 + 500
 
 
 def _root_on_linux() -> str | None:
@@ -52,7 +53,7 @@ def test_a_mesh_the_file_limit_cannot_hold_is_refused_saying_why(
     with pytest.raises(SystemExit) as info:
         scale._raise_file_limit(files_needed(500, 10))
     message = str(info.value.code)
-    assert "each process needs about 68000 file descriptors" in message
+    assert "each process needs about 113000 file descriptors" in message
     assert "the hard limit is 4096" in message
     assert "fewer nodes or more processes" in message
 

@@ -34,6 +34,7 @@ from trizre.wire import (
     election_body,
     encode,
     encode_whisper,
+    hello_excess,
     parse_election_body,
     whisper_sequence,
 )
@@ -674,3 +675,47 @@ def test_an_election_body_that_is_not_two_strings_is_a_decode_error(body: bytes)
 def test_an_election_string_over_255_bytes_is_an_encode_error() -> None:
     with pytest.raises(EncodeError):
         election_body("g" * 256, "x")
+
+
+# ------------------------------------------------- hello_excess (issue 25)
+
+LIMITS = {"max_groups": 2, "max_headers": 2, "max_header_bytes": 8}
+
+
+def test_hello_excess_reads_counts_and_lengths_exactly() -> None:
+    # endpoint "e", groups ["ab", "c"], status 5, name "n", headers {"K": "1234567"}
+    head = (
+        b"\xaa\xa1\x01\x02\x00\x01"
+        + b"\x01e"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x02ab"
+        + b"\x00\x00\x00\x01c"
+        + b"\x05"
+        + b"\x01n"
+        + b"\x00\x00\x00\x01"
+        + b"\x01K\x00\x00\x00\x071234567"
+    )
+    assert decode([head]) == Hello(1, "e", ("ab", "c"), 5, "n", (("K", "1234567"),))
+    assert hello_excess(head, **LIMITS) is None  # 2 groups, 1 header of 8 octets: at the limits
+    assert hello_excess(head, **{**LIMITS, "max_groups": 1}) == (
+        "lists 2 groups, over max_peer_groups (1)"
+    )
+    assert hello_excess(head, **{**LIMITS, "max_headers": 0}) == (
+        "carries 1 headers, over max_headers (0)"
+    )
+    assert hello_excess(head, **{**LIMITS, "max_header_bytes": 7}) == (
+        "carries headers of over 8 octets, over max_header_bytes (7)"
+    )
+    # Not a HELLO, or truncated anywhere: None (decode explains it).
+    assert hello_excess(encode(Ping(3))[0], **LIMITS) is None
+    for cut in range(len(head)):
+        assert hello_excess(head[:cut], **{**LIMITS, "max_header_bytes": 0}) in (
+            None,
+            "carries headers of over 8 octets, over max_header_bytes (0)",
+        )
+
+
+@given(st.binary(max_size=200))
+def test_hello_excess_never_raises(head: bytes) -> None:
+    hello_excess(b"\xaa\xa1\x01\x02\x00\x01" + head, **LIMITS)
+    hello_excess(head, **LIMITS)

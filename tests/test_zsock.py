@@ -15,6 +15,7 @@ import trio.testing
 import zmq
 
 from trizre import _zsock
+from trizre._util import OVERSIZE
 from trizre._zsock import ZSocket, context
 
 
@@ -415,3 +416,28 @@ async def test_close_drops_the_cork_and_ends_the_drain() -> None:
             assert not a._draining
             with pytest.raises(trio.ClosedResourceError):
                 a.send_nowait([b"y"])
+
+
+async def test_a_router_gives_a_message_over_its_total_size_as_oversize_uncopied() -> None:
+    """Each frame is under the limit, the message is not: [identity, OVERSIZE] (issue 25)."""
+    router = ZSocket(_socket(zmq.ROUTER, 100), max_message_size=1000)
+    dealer = ZSocket(_socket(zmq.DEALER, 100))
+    try:
+        router.zmq_socket.bind("tcp://127.0.0.1:*")
+        dealer.zmq_socket.setsockopt(zmq.IDENTITY, b"me")
+        dealer.zmq_socket.connect(router.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        with trio.fail_after(10):
+            await dealer.send([b"a" * 500, b"b" * 500])  # 1000: at the limit
+            await dealer.send([b"c" * 600] * 24)  # 14,400 in all
+            await dealer.send([b"d" * 1001])  # one frame over
+            await dealer.send([b"after"])
+            got: list[list[bytes]] = []
+            while len(got) < 4:
+                got.extend(await router.receive_batch())
+        assert got[0] == [b"me", b"a" * 500, b"b" * 500]
+        assert got[1] == [b"me", OVERSIZE] and got[1][1] is OVERSIZE
+        assert got[2] == [b"me", OVERSIZE] and got[2][1] is OVERSIZE
+        assert got[3] == [b"me", b"after"]
+    finally:
+        router.close()
+        dealer.close()

@@ -11,6 +11,7 @@ import attrs
 
 from . import wire
 from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
+from ._peer import PeerLimits
 
 __all__ = ["DiscoveryKind", "NodeConfig"]
 
@@ -141,6 +142,10 @@ class NodeConfig:
     protocol_version: int = attrs.field(default=2)
     send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
     max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_int_in(1, 2**62))
+    # Per-peer bounds (issue 25, docs/security.md): a peer past one is dropped.
+    max_peer_groups: int = attrs.field(default=10_000, validator=_int_in(1, 2**31 - 1))
+    max_headers: int = attrs.field(default=10_000, validator=_int_in(0, 2**31 - 1))
+    max_header_bytes: int = attrs.field(default=1024 * 1024, validator=_int_in(0, 2**62))
     beacons_refresh: bool = attrs.field(default=False, validator=_flag)
     local_links: bool = attrs.field(default=True, validator=_flag)
     discovery: DiscoveryKind = attrs.field(default="udp")
@@ -250,6 +255,13 @@ class NodeConfig:
             raise ValueError(
                 f"gossip_ttl must be 0 (forever) or a positive number of seconds, got {value!r}"
             )
+
+    @property
+    def peer_limits(self) -> PeerLimits:
+        """The per-peer bounds, as each peer's protocol applies them."""
+        return PeerLimits(
+            self.max_peer_groups, self.max_headers, self.max_header_bytes, self.max_message_size
+        )
 
     @property
     def hello_headers(self) -> tuple[tuple[str, str], ...]:

@@ -18,6 +18,7 @@ __all__ = [
     "Join",
     "Leader",
     "Leave",
+    "MessageTooLarge",
     "NodeError",
     "PeerDisconnected",
     "Shout",
@@ -163,6 +164,26 @@ class PeerDisconnected(NodeError):
     def __init__(self, peer: uuid.UUID, message: str | None = None) -> None:
         super().__init__(message or f"peer {peer} disconnected before the message could be queued")
         self.peer = peer
+
+
+class MessageTooLarge(NodeError, ValueError):
+    """A WHISPER or SHOUT larger than this node's ``max_message_size``: nothing was sent.
+
+    ``size`` is the message's encoded frames together, in octets;
+    ``limit`` the node's ``max_message_size``.  Raised by
+    :meth:`~trizre.Node.whisper`, :meth:`~trizre.Node.whisper_nowait` and
+    :meth:`~trizre.Node.shout` before anything is queued and before a
+    sequence number is used, so the peer's conversation goes on unharmed.
+    A receiver with the same setting would have dropped the link (libzmq
+    disconnects on a frame over the limit) and everything after it.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"message of {size} octets is over max_message_size ({limit} octets); nothing was sent"
+        )
+        self.size = size
+        self.limit = limit
 
 
 class EventsOverflowed(NodeError):

@@ -24,8 +24,10 @@ Nothing is dropped while both nodes run.
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, final
 from uuid import UUID
 
@@ -33,9 +35,12 @@ import attrs
 import trio
 import zmq
 
+from ._util import OVERSIZE
 from ._zsock import ZSocket, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
+_DISCONNECTED: Final = int(zmq.EVENT_DISCONNECTED)
+_MONITORS: Final = itertools.count()  # unique inproc names: a socket's fd is reused
 
 __all__ = [
     "EPHEMERAL_PORTS",
@@ -118,7 +123,9 @@ def bind_inbox(
     endpoint returned is libzmq's, the port resolved.
 
     libzmq disconnects a peer that sends a frame over ``max_message_size``
-    bytes before buffering it (-1: no limit).  With ``curve`` the inbox is
+    bytes before buffering it (-1: no limit); a message of smaller frames
+    over it in total is discarded uncopied and given as
+    ``[identity, OVERSIZE]`` (see :meth:`ZSocket.receive_batch`).  With ``curve`` the inbox is
     a CURVE server: only clients the ZAP handler accepts connect, and each
     message's identity frame is prefixed with the client's key in Z85
     (see :class:`ZSocket`'s ``tag_user_id``).  Raises ``zmq.ZMQError``
@@ -166,7 +173,7 @@ def bind_inbox(
     except BaseException:
         sock.close(linger=0)
         raise
-    return ZSocket(sock, tag_user_id=curve is not None), bound
+    return ZSocket(sock, tag_user_id=curve is not None, max_message_size=max_message_size), bound
 
 
 @final
@@ -196,14 +203,21 @@ class TcpLink:
 
     Closing drops whatever libzmq still holds (LINGER 0), last words
     included: a stopping node does not wait for slow peers.
+
+    Made by :meth:`connect`, it watches its connection (a libzmq socket
+    monitor, :meth:`broken`): a DEALER whose connection breaks reconnects
+    silently and goes on sending, though what was in flight is lost and
+    the peer (whose inbox may have dropped us for a frame over its
+    ``max_message_size``) sees a gap.  The node ends such a peer instead.
     """
 
-    __slots__ = ("_linger_ms", "_sock", "send", "send_nowait")
+    __slots__ = ("_linger_ms", "_monitor", "_sock", "send", "send_nowait")
 
     in_process: Final = False
 
-    def __init__(self, sock: ZSocket, linger_ms: int = 0) -> None:
+    def __init__(self, sock: ZSocket, linger_ms: int = 0, monitor: ZSocket | None = None) -> None:
         self._sock = sock
+        self._monitor = monitor
         self._linger_ms = linger_ms
         # Bound once: a flood calls send_nowait for every message.
         self.send_nowait = sock.send_nowait
@@ -229,6 +243,7 @@ class TcpLink:
         descriptors, or ``endpoint`` is not one ZeroMQ can connect to.
         """
         zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
+        monitor: zmq.Socket[Any] | None = None
         try:
             zsock.setsockopt(zmq.IDENTITY, identity)
             zsock.setsockopt(zmq.SNDHWM, hwm)
@@ -243,12 +258,19 @@ class TcpLink:
                 zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
                 zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
                 zsock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            # Only disconnections: the one event that says sent messages may be lost.
+            address = f"inproc://trizre-link-{next(_MONITORS)}"
+            zsock.monitor(address, zmq.EVENT_DISCONNECTED)
+            monitor = context().socket(zmq.PAIR)
+            monitor.connect(address)
             zsock.connect(endpoint)
         except BaseException:
             zsock.close(linger=0)
+            if monitor is not None:
+                monitor.close(linger=0)
             raise
         # cork: floods hand libzmq one batch, not each message.
-        return cls(ZSocket(zsock, cork=True), linger_ms)
+        return cls(ZSocket(zsock, cork=True), linger_ms, ZSocket(monitor))
 
     @property
     def closed(self) -> bool:
@@ -258,6 +280,25 @@ class TcpLink:
     def liveness(self, now: float) -> None:
         """Always ``None``: over TCP only the peer's traffic proves it alive."""
         return None
+
+    async def broken(self) -> None:
+        """Return once the connection to the peer's inbox broke (libzmq's DISCONNECTED).
+
+        Only a connection that was made can break: a peer not yet listening
+        is retried, not reported.  After it, libzmq reconnects on its own,
+        but what was in flight is lost, and the peer sees a sequence gap
+        (or, if its inbox dropped us for a frame over its
+        ``max_message_size``, may have ended us already).  Raises
+        ``trio.ClosedResourceError`` once the link is closed (also while
+        waiting), and at once for a link made without a monitor.
+        Cancellation: nothing is lost; call it again.
+        """
+        if self._monitor is None:
+            raise trio.ClosedResourceError("this link has no monitor")
+        while True:
+            event = (await self._monitor.receive())[0]
+            if len(event) >= 2 and int.from_bytes(event[:2], sys.byteorder) == _DISCONNECTED:
+                return
 
     def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
         """Close; never waits.
@@ -272,7 +313,14 @@ class TcpLink:
             for frames in last_words:
                 if not self.send_nowait(frames):
                     break
+        if self._monitor is not None and not self._sock.closed:
+            # First: libzmq sends monitor events with a blocking send from
+            # its I/O thread, so one sent once our end is closed would
+            # stall every socket of the process.  Stopped, it sends none.
+            self._sock.zmq_socket.disable_monitor()
         self._sock.close(self._linger_ms)
+        if self._monitor is not None:
+            self._monitor.close()
 
 
 _REGISTRY: Final[trio.lowlevel.RunVar[dict[UUID, LocalInbox]]] = trio.lowlevel.RunVar(
@@ -286,13 +334,26 @@ class LocalInbox:
 
     ``deaf_since`` is set by its node while it cannot read (its events
     subscribers are full); local peers read it instead of pinging.
+    ``max_message_size`` (-1: none) applies as the TCP inbox does: a
+    message whose frames total more arrives as ``[identity, OVERSIZE]`` (see
+    :func:`bind_inbox`), so in-memory links refuse what TCP would.
     """
 
-    __slots__ = ("_lot", "_queue", "closed", "deaf_since", "endpoint", "links", "version")
+    __slots__ = (
+        "_lot",
+        "_queue",
+        "closed",
+        "deaf_since",
+        "endpoint",
+        "links",
+        "max_message_size",
+        "version",
+    )
 
-    def __init__(self, endpoint: str, version: int) -> None:
+    def __init__(self, endpoint: str, version: int, max_message_size: int = -1) -> None:
         self.endpoint = endpoint
         self.version = version
+        self.max_message_size = max_message_size if max_message_size >= 0 else 2**63
         self.closed = False
         self.deaf_since: float | None = None
         self.links: set[LocalLink] = set()  # links into this inbox, closed with it
@@ -300,6 +361,8 @@ class LocalInbox:
         self._lot = trio.lowlevel.ParkingLot()
 
     def _put(self, link: LocalLink, frames: list[bytes]) -> None:
+        if sum(map(len, frames)) - len(frames[0]) > self.max_message_size:
+            frames = [frames[0], OVERSIZE]  # as the TCP inbox
         self._queue.append((link, frames))
         if self._lot:  # an empty ParkingLot's unpark still costs ~1 us
             self._lot.unpark_all()
@@ -326,6 +389,16 @@ class LocalInbox:
             batch.append(frames)
         return batch
 
+    def drop(self, identity: bytes) -> None:
+        """Close the links into this inbox from ``identity``: as libzmq dropping a connection.
+
+        Their node's next send raises ``trio.ClosedResourceError`` and it
+        forgets us (it sees the link closed): nothing it sends after is
+        taken silently.
+        """
+        for link in [link for link in self.links if link._identity == identity]:
+            link._dropped()
+
     def close(self) -> None:
         """Drop what is queued, close every link into it, wake its reader."""
         if self.closed:
@@ -333,7 +406,7 @@ class LocalInbox:
         self.closed = True
         self._queue.clear()
         for link in list(self.links):
-            link.close()
+            link._dropped()
         self._lot.unpark_all()
 
 
@@ -345,7 +418,16 @@ class LocalLink:
     with ``trio.ClosedResourceError``.
     """
 
-    __slots__ = ("__weakref__", "_hwm", "_identity", "_inbox", "_lot", "closed", "inflight")
+    __slots__ = (
+        "__weakref__",
+        "_hwm",
+        "_identity",
+        "_inbox",
+        "_lot",
+        "closed",
+        "inflight",
+        "on_close",
+    )
 
     def __init__(self, inbox: LocalInbox, identity: bytes, hwm: int) -> None:
         self._inbox = inbox
@@ -353,6 +435,9 @@ class LocalLink:
         self._hwm = hwm
         self.inflight = 0  # messages of ours in the inbox
         self.closed = False
+        # Called when the peer's node closes it (it stopped, or dropped us
+        # for a limit): its node learns at once.
+        self.on_close: Callable[[], None] | None = None
         self._lot: trio.lowlevel.ParkingLot | None = None  # made on the first wait
         inbox.links.add(self)
 
@@ -416,6 +501,14 @@ class LocalLink:
         self._inbox.links.discard(self)
         if self._lot:
             self._lot.unpark_all()
+
+    def _dropped(self) -> None:
+        """The inbox's node closed it (it stopped, or dropped us): tell ours."""
+        if self.closed:
+            return
+        self.close()
+        if self.on_close is not None:
+            self.on_close()
 
 
 def _registry() -> dict[UUID, LocalInbox]:

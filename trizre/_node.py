@@ -60,6 +60,7 @@ from ._events import (
     Join,
     Leader,
     Leave,
+    MessageTooLarge,
     PeerDisconnected,
     Shout,
     Silent,
@@ -88,7 +89,7 @@ from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_strang
 from ._presence import Deafness
 from ._session import Build, PeerSession
 from ._trace import ExitReason, Tracer
-from ._util import release_freed_memory, unwrap_single_exception_group
+from ._util import OVERSIZE, release_freed_memory, unwrap_single_exception_group
 from ._zsock import ZSocket
 
 __all__ = ["Node", "open_node"]
@@ -97,6 +98,8 @@ log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
 _YIELD_EVERY: Final = 32
+_WHISPER_HEAD: Final = len(wire.encode_whisper(0, (), 2)[0])  # signature, command, version, seq
+_SHOUT_HEAD: Final = _WHISPER_HEAD + 1  # and the group's length octet
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
 # Peers without HELLO at once, or expired in one presence pass: worth
 # handing memory back after.
@@ -188,6 +191,8 @@ class Node:
             ),
             total_burst=max(_SOURCE_BURST, config.max_pending_peers),
         )
+        self._limits = config.peer_limits
+        self._nursery: trio.Nursery | None = None  # where links are watched (_watch_link)
 
     # ------------------------------------------------------------ identity
 
@@ -262,7 +267,7 @@ class Node:
         """Every group that at least one present peer is in, sorted."""
         groups: set[str] = set()
         for peer in self._entered():
-            groups |= peer.protocol.groups
+            groups.update(peer.protocol.groups)
         return sorted(groups)
 
     def _present(self, peer: UUID) -> PeerSession:
@@ -397,9 +402,16 @@ class Node:
         it raised; it is checked on every call, while the schedule point
         of a send that did not have to wait comes once every 32 such calls
         (the cost of a flood is mostly schedule points otherwise).
+
+        A message whose encoded frames together exceed this node's
+        ``max_message_size`` raises :class:`~trizre.MessageTooLarge` before
+        anything is sent (no sequence number is used): a receiver with the
+        same setting would drop the link.  What a normal return guarantees
+        is in ``docs/node.md`` (Send guarantee).
         """
         target = self._present(peer)
         content = _frames(frames)
+        self._check_size(_WHISPER_HEAD, content)
         version = self._version
 
         def build(seq: int) -> list[bytes]:
@@ -425,6 +437,7 @@ class Node:
         """
         target = self._present(peer)
         content = _frames(frames)
+        self._check_size(_WHISPER_HEAD, content)
         version = self._version
         seq = target.send_nowait(lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
@@ -474,10 +487,13 @@ class Node:
         and those waited for before the cancellation got the message, the
         rest did not.  Bad input: an empty group name or one over 255
         UTF-8 bytes raises ``ValueError``, frames that are not bytes
-        ``TypeError``.
+        ``TypeError``, a message over ``max_message_size`` (as
+        :meth:`whisper`) :class:`~trizre.MessageTooLarge`, before it goes
+        to any member.
         """
         _check_group(group)
         content = _frames(frames)
+        self._check_size(_SHOUT_HEAD + len(group.encode()), content)
         members = [p for p in self._entered() if group in p.protocol.groups]
         await trio.lowlevel.checkpoint_if_cancelled()
         version = self._version
@@ -544,6 +560,16 @@ class Node:
             await self._elect(self._elections.start(group, self._members(group), now))
         else:
             self._elections.forget(group)
+
+    def _check_size(self, head: int, content: tuple[bytes, ...]) -> None:
+        """Refuse a data message whose frames total more than max_message_size.
+
+        ``head``: the size of its frame 0.  The receiver's limit is not
+        known; peers are meant to share the setting (docs/security.md).
+        """
+        size = head + sum(map(len, content))
+        if size > self._limits.message_size:
+            raise MessageTooLarge(size, self._limits.message_size)
 
     async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""
@@ -633,6 +659,10 @@ class Node:
                 return None
         if inbox is not None:
             link = LocalLink(inbox, self._identity, self._config.send_hwm)
+            # The presence keeper removes a peer whose node closed our link:
+            # at once, not at its next pass (issue 25: nothing sent after is
+            # taken silently).
+            link.on_close = lambda: self._presence_due(trio.current_time())
         else:
             try:
                 link = TcpLink.connect(
@@ -672,8 +702,11 @@ class Node:
             key=None if curve is None else z85(curve.server),
             answering=answering,
             deafness=self._deafness,
+            limits=self._limits,
         )
         peer = PeerSession(protocol, link)
+        if isinstance(link, TcpLink) and self._nursery is not None:
+            self._nursery.start_soon(self._watch_link, peer, link)
         if not link.in_process:
             self._bound_unready(peer)
         self._peers[peer_uuid] = peer
@@ -803,6 +836,30 @@ class Node:
         """
         limiter = self._debug_limiter if level <= logging.DEBUG else self._log_limiter
         log_rarely(log, limiter, topic, level, "%s", what, now=trio.current_time())
+
+    async def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
+        """End an entered peer when our TCP link to it breaks (issue 25).
+
+        libzmq would reconnect and go on sending, but what was in flight is
+        lost and the peer will see a gap: its messages after it would be
+        lost too, silently, while our calls returned.  Ending it reports
+        Exit, and later sends raise, until it enters again (its next
+        beacon, or its HELLO, links anew).  A peer that has not said HELLO
+        is left to the handshake timeout (a CURVE server refusing our key
+        breaks the connection at each try).
+        """
+        try:
+            while True:
+                await link.broken()
+                if self._peers.get(peer.uuid) is not peer:
+                    return
+                if peer.protocol.ready:
+                    break
+        except trio.ClosedResourceError:
+            return  # the link was closed: the peer is gone already
+        # Not logged beyond _forget's debug line: a killed process breaks
+        # every link to it at once, and the Exit (trace reason link) says it.
+        await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
 
     async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
@@ -960,7 +1017,22 @@ class Node:
         HELLO for a UUID we know under another key is refused, so nobody
         can speak as another peer, whatever key the allow-list gave them.
         """
-        found = hello_from_stranger(frames, self._version, curve=self._curve is not None)
+        if len(frames) > 1 and frames[1] is OVERSIZE:
+            # The inbox refused a message over max_message_size (see
+            # PeerProtocol.receive) from a sender we do not know.
+            self._log_rarely(
+                "oversize",
+                logging.WARNING,
+                f"dropped a message over max_message_size ({self._limits.message_size} octets) "
+                "from an unknown sender",
+            )
+            return
+        if (excess := self._limits.hello_excess(frames[1])) is not None:
+            self._log_rarely("limits", logging.WARNING, f"refused a HELLO that {excess}")
+            return
+        found = hello_from_stranger(
+            frames, self._version, curve=self._curve is not None, limits=self._limits
+        )
         if found is None:
             return  # commands before HELLO are ignored (and key-less HELLOs in CURVE mode)
         peer_uuid, hello, key = found
@@ -1006,6 +1078,16 @@ class Node:
         if protocol.has_queued:
             peer.flush()  # a PING-OK
         if protocol.ended is not None:
+            if protocol.ended is ExitReason.LIMITS:
+                self._log_rarely(
+                    "limits",
+                    logging.WARNING,
+                    f"dropped peer {peer.uuid} ({protocol.name}): {protocol.detail}",
+                )
+                if self._local is not None:
+                    # As libzmq drops an oversize frame's connection: its
+                    # node learns at once that we took nothing more from it.
+                    self._local.drop(protocol.route)
             await self._remove_peer(peer, protocol.ended, protocol.detail)
             if protocol.ended is ExitReason.HELLO:
                 await self._greet(frames, trio.current_time())  # it starts anew
@@ -1375,6 +1457,7 @@ class Node:
                 )
             curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
         interface = self._interface
+        self._nursery = nursery
         self._inbox, self._endpoint = bind_inbox(
             interface.scoped if isinstance(interface, Interface6) else str(interface.address),
             self._config.max_message_size,
@@ -1391,7 +1474,7 @@ class Node:
         # CURVE peers are all reached over CURVE: an in-memory link would
         # bypass the allow-list.
         if self._config.local_links and curve is None:
-            self._local = LocalInbox(self._endpoint, self._version)
+            self._local = LocalInbox(self._endpoint, self._version, self._config.max_message_size)
             register(self._uuid, self._local)
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
@@ -1517,6 +1600,9 @@ async def open_node(
     protocol_version: int = 2,
     send_hwm: int = 1000,
     max_message_size: int = 16 * 1024 * 1024,
+    max_peer_groups: int = 10_000,
+    max_headers: int = 10_000,
+    max_header_bytes: int = 1024 * 1024,
     beacons_refresh: bool = False,
     local_links: bool | None = None,
     discovery: DiscoveryKind = "udp",
@@ -1571,13 +1657,21 @@ async def open_node(
         protocol_version: 2 speaks 36/ZRE as zyre and pyre do; 3 speaks
             43/ZRE as written.  Nodes of different versions ignore each other.
         send_hwm: messages queued per peer before sends wait (backpressure).
-        max_message_size: a TCP peer that sends a frame larger than this
-            (bytes; default 16 MiB) is disconnected by libzmq before the
-            frame is buffered; the message is lost, so its next one opens a
-            sequence gap and the peer exits (or it goes silent and
-            expires).  A peer can still make a node buffer about
-            ``1000 * max_message_size`` (libzmq's receive queue): keep it
-            near your largest message.
+        max_message_size: the largest message, all its frames together
+            (bytes; default 16 MiB), this node sends or takes.  ``whisper``
+            and ``shout`` raise :class:`~trizre.MessageTooLarge` for a
+            larger one.  A TCP peer that sends a larger frame is
+            disconnected by libzmq before the frame is buffered; a larger
+            message of smaller frames is discarded uncopied; either way
+            the peer is dropped (Exit, reason ``limits``).  Peers should
+            share the setting (``docs/security.md``).  A peer can still
+            make a node buffer about ``1000 * max_message_size`` (libzmq's
+            receive queue): keep it near your largest message.
+        max_peer_groups: groups one peer may be in (its HELLO's list, then
+            its JOINs); a peer past it is dropped (Exit, reason ``limits``).
+        max_headers: headers one peer's HELLO may carry; more: dropped.
+        max_header_bytes: octets of names and values together one peer's
+            HELLO headers may hold; more: dropped.
         beacons_refresh: count a peer's beacons as signs of life, as pyre
             does.  Off by default (zyre's rule): only TCP traffic proves
             the link works.  On, a peer is PINGed only after
@@ -1676,6 +1770,9 @@ async def open_node(
         protocol_version=protocol_version,
         send_hwm=send_hwm,
         max_message_size=max_message_size,
+        max_peer_groups=max_peer_groups,
+        max_headers=max_headers,
+        max_header_bytes=max_header_bytes,
         beacons_refresh=beacons_refresh,
         local_links=local_links,
         discovery=discovery,

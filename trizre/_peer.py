@@ -24,7 +24,18 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   hearing ours too; its HELLO starts the numbering of its new link, and
   the groups it lists give Join and Leave events.
 * JOIN and LEAVE update the peer's groups and status; a JOIN of a group it
-  is in, or a LEAVE of one it is not in, changes nothing visible.
+  is in, or a LEAVE of one it is not in, changes nothing visible.  Each
+  costs O(1) whatever the number of groups (the set is the protocol's own;
+  :attr:`PeerProtocol.groups` is a read-only view of it).
+* Limits (:class:`PeerLimits`, issue 25): a peer whose HELLO lists more
+  groups or headers than the limits allow, whose headers hold more bytes,
+  whose JOINs would take it past the group limit, or that sends a message
+  over the size limit is ended (:attr:`ExitReason.LIMITS`).  A HELLO is
+  measured from its counts and lengths before it is decoded
+  (:func:`~trizre.wire.hello_excess`), so refusing a huge one costs at
+  most ``groups + headers`` steps; a message over the size limit reaches
+  the protocol as ``[identity, OVERSIZE]`` (the transport refused to
+  copy it, see :meth:`~trizre._zsock.ZSocket.receive_batch`).
 * PING is answered with PING-OK; GOODBYE (zyre's id 10) ends the peer.
 * Messages of another protocol version are ignored (their numbers do not
   count); a command id we do not know counts its number and is skipped; a
@@ -56,7 +67,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import KeysView, Sequence
 from typing import Final, TypeAlias, final
 from uuid import UUID
 
@@ -66,11 +77,13 @@ from . import wire
 from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
 from ._presence import Deafness, Presence, PresenceAction
 from ._trace import ExitReason
+from ._util import OVERSIZE
 
 __all__ = [
     "PUBLIC_KEY_HEADER",
     "Ballot",
     "PeerEvent",
+    "PeerLimits",
     "PeerProtocol",
     "Published",
     "hello_from_stranger",
@@ -97,13 +110,50 @@ Published: TypeAlias = Enter | Join | Leave | Whisper | Shout | Evasive | Silent
 PeerEvent: TypeAlias = Published | Ballot
 """What a peer's protocol reports: published events, and ballots for the elections."""
 
-_NO_GROUPS: Final[frozenset[str]] = frozenset()
 _NOTHING: Final[tuple[PeerEvent, ...]] = ()
+_ABSENT: Final = object()
+_HELLO: Final = int(wire.Command.HELLO)
+_SIG: Final = wire.SIGNATURE
 _IDENTITY_SIZE: Final = 17  # 0x01 + a 16-octet UUID (36/ZRE)
 _Z85_KEY_SIZE: Final = 40
 
 PUBLIC_KEY_HEADER: Final = "X-PUBLICKEY"
 """The HELLO header in which a CURVE node gives its public key in Z85 (zyre's name)."""
+
+
+@final
+@attrs.frozen
+class PeerLimits:
+    """What one peer may make us hold: :class:`~trizre.NodeConfig`'s per-peer bounds.
+
+    ``groups``: groups it may be in at once (HELLO list, then JOINs);
+    ``headers``: entries in its HELLO's header dictionary; ``header_bytes``:
+    their names and values together, in UTF-8 octets; ``message_size``: one
+    message's frames together, in octets (a transport refuses more, see
+    :meth:`PeerProtocol.receive`).  The defaults are NodeConfig's.
+    """
+
+    groups: int = 10_000
+    headers: int = 10_000
+    header_bytes: int = 1024 * 1024
+    message_size: int = 16 * 1024 * 1024
+
+    def hello_excess(self, head: bytes) -> str | None:
+        """What of the HELLO whose frame 0 is ``head`` is over the limits; ``None`` if nothing.
+
+        Reads only counts and lengths (see :func:`trizre.wire.hello_excess`):
+        at most ``groups + headers`` steps, whatever the HELLO's size.
+        Never raises for bytes input.
+        """
+        return wire.hello_excess(
+            head,
+            max_groups=self.groups,
+            max_headers=self.headers,
+            max_header_bytes=self.header_bytes,
+        )
+
+
+_DEFAULT_LIMITS: Final = PeerLimits()
 
 
 def node_id(node: UUID) -> str:
@@ -127,7 +177,11 @@ def _declares(hello: wire.Hello, key: str) -> bool:
 
 
 def hello_from_stranger(
-    frames: Sequence[bytes], version: int, *, curve: bool = False
+    frames: Sequence[bytes],
+    version: int,
+    *,
+    curve: bool = False,
+    limits: PeerLimits = _DEFAULT_LIMITS,
 ) -> tuple[UUID, wire.Hello, str | None] | None:
     """The sender, its HELLO and its CURVE key, if ``frames`` can open a conversation.
 
@@ -137,6 +191,8 @@ def hello_from_stranger(
     we do not know is ignored (36/ZRE).  With ``curve`` the identity is
     prefixed by the Z85 key the sender authenticated with, and the HELLO
     must declare that same key in ``X-PUBLICKEY`` (downgrade protection).
+    A HELLO over ``limits`` does not qualify either, and is refused before
+    it is decoded (the node logs it: see :meth:`PeerLimits.hello_excess`).
     Returns ``None`` when it does not qualify; never raises for bytes input.
     """
     if len(frames) < 2:
@@ -152,6 +208,8 @@ def hello_from_stranger(
             return None
         identity = identity[_Z85_KEY_SIZE:]
     if len(identity) != _IDENTITY_SIZE or identity[0] != 1:
+        return None
+    if limits.hello_excess(frames[1]) is not None:
         return None
     try:
         message = wire.decode(frames[1:], version)
@@ -169,9 +227,10 @@ class PeerProtocol:
     """Our ZRE conversation with one peer: sequence numbers, queue, inbound rules.
 
     Create it when the peer is discovered, with the HELLO to send it
-    (queued first), and in CURVE mode the Z85 ``key`` the peer
-    authenticates with.  Bad input: a HELLO not numbered 1 raises
-    ``ValueError``; ``version`` must be one of ``wire.MESSAGE_VERSIONS``.
+    (queued first), in CURVE mode the Z85 ``key`` the peer authenticates
+    with, and the ``limits`` on what the peer may make us hold.  Bad
+    input: a HELLO not numbered 1 raises ``ValueError``; ``version`` must
+    be one of ``wire.MESSAGE_VERSIONS``.
     Times are any monotonic float clock; the node passes Trio's, and its
     :class:`~trizre._presence.Deafness`, shared by all its peers, so that
     the time it could not read is not held against them.
@@ -181,12 +240,13 @@ class PeerProtocol:
     # queue is made on first use and dropped when empty.
     __slots__ = (
         "_answering",
+        "_groups",
         "_handshake_by",
+        "_limits",
         "_pending",
         "detail",
         "ended",
         "endpoint",
-        "groups",
         "headers",
         "in_seq",
         "key",
@@ -214,6 +274,7 @@ class PeerProtocol:
         key: str | None = None,
         answering: bool = False,
         deafness: Deafness | None = None,
+        limits: PeerLimits = _DEFAULT_LIMITS,
     ) -> None:
         if hello.sequence != wire.HELLO_SEQUENCE:
             raise ValueError(f"a HELLO is numbered 1, got {hello.sequence}")
@@ -227,7 +288,11 @@ class PeerProtocol:
         self.presence = Presence(now, evasive, expired, deafness)
         self.name = ""
         self.headers: tuple[tuple[str, str], ...] = ()
-        self.groups = _NO_GROUPS
+        # Ours to mutate, in place: a JOIN costs O(1) however many groups
+        # (a copy per JOIN made 80,000 JOINs quadratic).  A dict, for its
+        # read-only live view and its order (Joins come out as listed).
+        self._groups: dict[str, None] = {}
+        self._limits = limits
         self.status = 0
         self.ready = False  # its HELLO arrived (Enter was reported)
         self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
@@ -239,6 +304,11 @@ class PeerProtocol:
         self._handshake_by = now + handshake
         # Made on hearing its HELLO, and nothing from it since (see _hello).
         self._answering = answering
+
+    @property
+    def groups(self) -> KeysView[str]:
+        """The groups the peer is in: a read-only, live, set-like view."""
+        return self._groups.keys()
 
     # ------------------------------------------------------------ outbound
 
@@ -306,10 +376,14 @@ class PeerProtocol:
         """Take one message from this peer; return the events it gives.
 
         ``frames`` are as a ROUTER delivers them: the peer's identity, then
-        the message.  Replies (PING-OK) are queued (see :meth:`queued`).
-        When the message ends the peer, :attr:`ended` is set and nothing
-        more should be fed in.  Never raises for bytes input: a peer that
-        misbehaves is ended or ignored, as the module docstring lists.
+        the message.  ``[identity, OVERSIZE]`` stands for a message the
+        transport refused as over ``limits.message_size``
+        (:data:`trizre._util.OVERSIZE`): it ends the peer
+        (:attr:`ExitReason.LIMITS`).  Replies (PING-OK) are queued
+        (see :meth:`queued`).  When the message ends the peer,
+        :attr:`ended` is set and nothing more should be fed in.  Never
+        raises for bytes input: a peer that misbehaves is ended or
+        ignored, as the module docstring lists.
         """
         if len(frames) < 2:
             return _NOTHING
@@ -324,6 +398,20 @@ class PeerProtocol:
         return self._receive(frames, now)
 
     def _receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:
+        head = frames[1]
+        if head is OVERSIZE:
+            if frames[0] == self.route:
+                limit = self._limits.message_size
+                self._end(ExitReason.LIMITS, f"a message over max_message_size ({limit} octets)")
+            return _NOTHING
+        if len(head) > 3 and head[2] == _HELLO and head[3] == self.version and head[:2] == _SIG:
+            # Measured before it is decoded: a HELLO of a million groups
+            # must cost as little as a small one to refuse.
+            excess = self._limits.hello_excess(head)
+            if excess is not None:
+                if frames[0] == self.route:
+                    self._end(ExitReason.LIMITS, f"its HELLO {excess}")
+                return _NOTHING
         try:
             message = wire.decode(frames[1:], self.version)
         except wire.UnknownCommand as exc:
@@ -345,15 +433,18 @@ class PeerProtocol:
             return (Shout(self.uuid, self.name, message.group, message.content),)
         if isinstance(message, wire.Join):
             self.status = message.status
-            if message.group in self.groups:
+            groups = self._groups
+            if message.group in groups:
                 return _NOTHING
-            self.groups = self.groups | {message.group}
+            if len(groups) >= self._limits.groups:
+                self._end(ExitReason.LIMITS, f"a JOIN past max_peer_groups ({self._limits.groups})")
+                return _NOTHING
+            groups[message.group] = None
             return (Join(self.uuid, self.name, message.group),)
         if isinstance(message, wire.Leave):
             self.status = message.status
-            if message.group not in self.groups:
+            if self._groups.pop(message.group, _ABSENT) is _ABSENT:
                 return _NOTHING
-            self.groups = self.groups - {message.group}
             return (Leave(self.uuid, self.name, message.group),)
         if isinstance(message, wire.Ping):
             self.queue(wire.PingOk(0, version=self.version))
@@ -408,16 +499,16 @@ class PeerProtocol:
         self.name = hello.name
         self.headers = hello.headers
         self.status = hello.status
-        self.groups = frozenset(hello.groups) if hello.groups else _NO_GROUPS
+        self._groups = dict.fromkeys(hello.groups)
         enter = Enter(self.uuid, self.name, self.headers, self.endpoint)
-        return (enter, *(Join(self.uuid, self.name, group) for group in hello.groups))
+        return (enter, *(Join(self.uuid, self.name, group) for group in self._groups))
 
     def _regroup(self, hello: wire.Hello) -> Sequence[PeerEvent]:
         """Joins and leaves between the groups we knew and those ``hello`` lists."""
         self.status = hello.status
-        groups = frozenset(hello.groups) if hello.groups else _NO_GROUPS
-        joined, left = sorted(groups - self.groups), sorted(self.groups - groups)
-        self.groups = groups
+        groups = dict.fromkeys(hello.groups)
+        joined, left = sorted(groups.keys() - self._groups), sorted(self._groups.keys() - groups)
+        self._groups = groups
         return (
             *(Join(self.uuid, self.name, group) for group in joined),
             *(Leave(self.uuid, self.name, group) for group in left),

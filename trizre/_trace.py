@@ -166,6 +166,8 @@ class ExitReason(enum.StrEnum):
     HELLO = "hello"  # a second HELLO: it restarted its link to us
     HANDSHAKE = "handshake"  # no HELLO in time (never traced: it had not entered)
     KEY = "key"  # CURVE: its HELLO lacked the key it connected with (never traced either)
+    LIMITS = "limits"  # over a per-peer limit: groups, headers, message size (issue 25)
+    LINK = "link"  # our link to it broke: what we sent since may be lost (issue 25)
 
 
 @final

@@ -7,10 +7,27 @@ import ctypes.util
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Final, final
 
 import trio
 
-__all__ = ["release_freed_memory", "unwrap_single_exception_group"]
+__all__ = ["OVERSIZE", "release_freed_memory", "unwrap_single_exception_group"]
+
+
+@final
+class _Oversize(bytes):
+    """The type of :data:`OVERSIZE`: no peer can send an instance of it."""
+
+    __slots__ = ()
+
+
+OVERSIZE: Final = _Oversize()
+"""Frame 1 of ``[identity, OVERSIZE]``: an inbox refused a message over ``max_message_size``.
+
+Compared by identity (``frames[1] is OVERSIZE``): peers send plain bytes,
+so nothing on the wire can pass for it.  Its value is ``b""``, which
+decodes as no ZRE message at all.
+"""
 
 
 @functools.cache

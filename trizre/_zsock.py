@@ -47,6 +47,8 @@ from typing import Any, Final, cast, final
 import trio
 import zmq
 
+from ._util import OVERSIZE
+
 __all__ = ["ZSocket", "context"]
 
 logger = logging.getLogger("trizre.zsock")
@@ -116,6 +118,7 @@ class ZSocket:
         "_fd",
         "_fd_scope",
         "_lot",
+        "_max_size",
         "_router",
         "_sent_this_turn",
         "_tag_user_id",
@@ -124,7 +127,12 @@ class ZSocket:
     )
 
     def __init__(
-        self, zsock: zmq.Socket[Any], *, cork: bool = False, tag_user_id: bool = False
+        self,
+        zsock: zmq.Socket[Any],
+        *,
+        cork: bool = False,
+        tag_user_id: bool = False,
+        max_message_size: int = -1,
     ) -> None:
         """Wrap ``zsock`` (LINGER set to 0).
 
@@ -132,6 +140,12 @@ class ZSocket:
         ZAP: prefix each message's identity frame with the message's
         ``User-Id`` property (what the ZAP handler answered for the
         connection it came on), so the reader knows who sent it.
+
+        ``max_message_size`` (-1: none), for a ROUTER: a message whose
+        frames after the identity total more octets is not copied out of
+        libzmq; :meth:`receive_batch` gives it as ``[identity, OVERSIZE]``
+        (:data:`trizre._util.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
+        frame).
         """
         zsock.setsockopt(zmq.LINGER, 0)
         self._zsock = zsock
@@ -149,6 +163,7 @@ class ZSocket:
         self._bursts = False  # its last turn sent more than one: hold the first too
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
+        self._max_size = max_message_size if max_message_size >= 0 else 2**63
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -188,6 +203,10 @@ class ZSocket:
         scheduling round per batch instead of per message is what lets a
         Trio inbox keep up with libzmq.
 
+        A ROUTER's message whose frames after the identity total more
+        than ``max_message_size`` octets is taken off the socket without
+        being copied and returned as ``[identity, OVERSIZE]``.
+
         Cancellation: if cancelled, no message was taken off the socket.
         Bad input: ``max_messages < 1`` raises ``ValueError``.
         """
@@ -200,6 +219,7 @@ class ZSocket:
         recv, get = _backend_recv, _backend_get
         router = self._router
         tag = self._tag_user_id
+        limit = self._max_size
         waited = False
         while True:
             self._check_open()
@@ -219,15 +239,26 @@ class ZSocket:
                         if router:
                             frames = [recv(zsock, _NOBLOCK)]
                             frame = recv(zsock, _NOBLOCK, False)
-                            frames.append(frame.bytes)
+                            size = len(frame)
+                            if size <= limit:
+                                frames.append(frame.bytes)
                             if tag:
                                 frames[0] = cast(str, frame.get("User-Id")).encode() + frames[0]
+                            # The total is checked before each copy: an
+                            # oversize message costs libzmq's memory only.
+                            while frame.more:
+                                frame = recv(zsock, _NOBLOCK, False)
+                                size += len(frame)
+                                if size <= limit:
+                                    frames.append(frame.bytes)
+                            if size > limit:
+                                frames[1:] = (OVERSIZE,)
                         else:
                             frame = recv(zsock, _NOBLOCK, False)
                             frames = [frame.bytes]
-                        while frame.more:
-                            frame = recv(zsock, _NOBLOCK, False)
-                            frames.append(frame.bytes)
+                            while frame.more:
+                                frame = recv(zsock, _NOBLOCK, False)
+                                frames.append(frame.bytes)
                         batch.append(frames)
                         if len(batch) >= max_messages:
                             break

@@ -50,6 +50,7 @@ from ._message import (
     election_body,
     encode,
     encode_whisper,
+    hello_excess,
     parse_election_body,
     whisper_sequence,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "election_body",
     "encode",
     "encode_whisper",
+    "hello_excess",
     "parse_election_body",
     "whisper_sequence",
     # errors

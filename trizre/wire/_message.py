@@ -46,6 +46,7 @@ __all__ = [
     "Whisper",
     "decode",
     "encode",
+    "hello_excess",
 ]
 
 SIGNATURE: Final = b"\xaa\xa1"
@@ -499,6 +500,60 @@ def whisper_sequence(head: bytes, version: int) -> int | None:
     if sig != _SIG or command != 2 or seen != version:
         return None
     return sequence  # type: ignore[no-any-return]
+
+
+def hello_excess(
+    head: bytes, *, max_groups: int, max_headers: int, max_header_bytes: int
+) -> str | None:
+    """What of the HELLO whose frame 0 is ``head`` exceeds the limits; ``None`` if nothing.
+
+    Reads only the counts and lengths of its ``groups`` and ``headers``, never
+    their text, and stops at the first limit passed: at most ``max_groups +
+    max_headers`` steps, whatever the frame's size, so a HELLO of a million
+    groups costs no more to refuse than one of ``max_groups``.  Header bytes
+    are the names' and values' UTF-8 octets together.  ``head`` that is not
+    a well-formed HELLO gives ``None`` (:func:`decode` explains it).  Never
+    raises for bytes input.
+    """
+    size = len(head)
+    if size < _HEADER_SIZE + 1 or head[2] != Command.HELLO:
+        return None
+    pos = _HEADER_SIZE + 1 + head[_HEADER_SIZE]  # past the endpoint string
+    if pos + 4 > size:
+        return None
+    groups = _U32.unpack_from(head, pos)[0]
+    if groups > max_groups:
+        return f"lists {groups} groups, over max_peer_groups ({max_groups})"
+    pos += 4
+    for _ in range(groups):
+        if pos + 4 > size:
+            return None
+        pos += 4 + _U32.unpack_from(head, pos)[0]
+    pos += 1  # status
+    if pos >= size:
+        return None
+    pos += 1 + head[pos]  # name
+    if pos + 4 > size:
+        return None
+    headers = _U32.unpack_from(head, pos)[0]
+    if headers > max_headers:
+        return f"carries {headers} headers, over max_headers ({max_headers})"
+    pos += 4
+    total = 0
+    for _ in range(headers):
+        if pos >= size:
+            return None
+        name = head[pos]
+        pos += 1 + name
+        if pos + 4 > size:
+            return None
+        value = _U32.unpack_from(head, pos)[0]
+        pos += 4 + value
+        total += name + value
+        if total > max_header_bytes:
+            limit = max_header_bytes
+            return f"carries headers of over {total} octets, over max_header_bytes ({limit})"
+    return None
 
 
 # --------------------------------------------------------------------------

@@ -114,8 +114,9 @@ async def test_nodes_trace_presence_and_messages(tmp_path: Path, links_mode: str
     assert any(r["kind"] == "enter" and r["peer"] == b_uuid.hex for r in by_a)
     assert any(r["kind"] == "join" and r["group"] == "g" for r in by_a)
     exits = [r for r in by_a if r["kind"] == "exit"]
-    # A local peer says GOODBYE over its link; a TCP peer's port-0 beacon says it.
-    reason = "goodbye" if links_mode == "local" else "beacon"
+    # A local peer says GOODBYE over its link; a TCP peer's closed connection
+    # ends it at once (its port-0 beacon is only a hint a PING must confirm).
+    reason = "goodbye" if links_mode == "local" else "link"
     assert exits and exits[0]["reason"] == reason and exits[0]["peer_name"] == "b"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -297,6 +298,17 @@ def test_watch_refuses_a_remote_address_without_the_flag() -> None:
     assert result.returncode == 1
     assert "--web-allow-remote" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""  # nothing served
+
+
+@pytest.mark.parametrize("option", ["--web", "--metrics"])
+def test_a_taken_port_is_named_in_one_line(option: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("watch", *lo(free_udp_port()), option, f"127.0.0.1:{port}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"cannot serve on 127.0.0.1:{port}: Address already in use" in result.stderr
 
 
 def test_the_live_terminal_view_in_a_terminal() -> None:

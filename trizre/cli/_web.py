@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Final
@@ -234,8 +235,20 @@ async def serve_page(
     """
     from hypercorn.config import Config  # noqa: PLC0415 - only for --web
 
+    # Bound here, not by hypercorn: a refusal then names the address ("[Errno
+    # 98] Address already in use" alone did not say which).
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        shown = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        raise OSError(exc.errno, f"cannot serve on {shown}: {exc.strerror}") from None
     config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.bind = [f"fd://{listener.detach()}"]  # hypercorn owns it, and closes it
     config.accesslog = None
     config.errorlog = log
     config.graceful_timeout = 0.5  # streams never end by themselves

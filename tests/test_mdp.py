@@ -8,6 +8,7 @@ kill one mid-request).  Everything is on loopback.
 from __future__ import annotations
 
 import logging
+import random
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -443,3 +444,60 @@ async def test_one_client_cannot_hold_more_than_its_share_of_the_places(
                 release.set()
     lines = [r for r in caplog.records if r.name == "trizre.mdp" and r.levelno >= logging.WARNING]
     assert len(lines) <= 2, [r.getMessage() for r in lines]
+
+
+async def test_random_messages_are_dropped_and_the_bridge_serves_on() -> None:
+    """Issue 26 kept: 20,000 random messages from 20 identities break nothing."""
+    port = free_udp_port()
+    rng = random.Random(26)
+    headers = [b"MDPC01", b"MDPC02", b"MDPW01", b"MDPW02", b"", b"MDPX02"]
+
+    def junk() -> list[bytes]:
+        frames = [rng.choice(headers), bytes([rng.randrange(10)])]
+        frames += [rng.randbytes(rng.randrange(6)) for _ in range(rng.randrange(5))]
+        return frames[rng.randrange(2) :]
+
+    def flood(endpoint: str) -> None:
+        for _ in range(20):
+            raw_client(endpoint, [junk() for _ in range(1000)], 0)
+
+    with trio.fail_after(120):
+        async with (
+            bridge_node(port, max_workers=5, discovery_grace=0) as bridge,
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+        ):
+            await until(lambda: bridge.node.peers_by_group("echo"))
+            await trio.to_thread.run_sync(flood, bridge.endpoint)
+            assert await call(bridge.endpoint, b"echo", b"hi") == [b"HI"]
+            assert bridge.dropped > 0 and len(bridge._workers) <= 5
+
+
+async def test_the_worker_caps_hold() -> None:
+    """Issue 26 kept: workers beyond max_workers, and one identity READY for many services."""
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with bridge_node(port, max_workers=20) as bridge:
+
+            def many() -> None:
+                sockets = []
+                try:
+                    for i in range(30):
+                        sock = zmq.Context.instance().socket(zmq.DEALER)
+                        sock.setsockopt(zmq.LINGER, 0)
+                        sock.connect(bridge.endpoint)
+                        sock.send_multipart([b"MDPW02", b"\x01", b"svc%d" % i])
+                        sockets.append(sock)
+                    # One identity says READY for 1,000 services: one worker at most.
+                    raw_client(
+                        bridge.endpoint,
+                        [[b"MDPW02", b"\x01", b"s%d" % i] for i in range(1000)],
+                        0,
+                    )
+                finally:
+                    for sock in sockets:
+                        sock.close()
+
+            await trio.to_thread.run_sync(many)
+            await until(lambda: bridge.dropped >= 10)
+            assert len(bridge._workers) <= 20 and len(bridge._servers) <= 20

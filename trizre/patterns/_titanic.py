@@ -16,7 +16,11 @@ recognises it and does not run it twice.
 
 The store is SQLite in WAL mode with ``synchronous=FULL``: a request is
 acknowledged only after its commit reached the disk, so ``kill -9`` at any
-moment loses nothing acknowledged.  SQLite calls are blocking; they run
+moment loses nothing acknowledged.  The same transaction records which
+client request (node, request id) it was, so a retry reaching a restarted
+Titanic gets the same id instead of a second request, and keeps a header
+row (identity, request count) that the checks at open compare with the
+rows: a damaged store raises :class:`TitanicStoreDamaged`.  SQLite calls are blocking; they run
 one at a time in a worker thread (``trio.to_thread``).
 """
 
@@ -95,17 +99,17 @@ class TitanicStoreDamaged(PatternError):
 
     ``path`` names the file and ``why`` says what was found.  Titanic never
     repairs a store itself: requests it acknowledged may be missing, and
-    only the operator can decide what to do (``docs/patterns.md``, "A
-    damaged Titanic store": keep the file and its ``-wal`` and ``-shm``
-    aside, restore a backup or start on a new path).
+    only the operator can decide what to do (``docs/patterns.md``,
+    "Titanic after kill -9, and a damaged store": keep the file and its
+    ``-wal`` and ``-shm`` aside, restore a backup or start on a new path).
     """
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(
             f"the Titanic store {str(path)!r} is damaged: {why}. Titanic will not start on it. "
             f"Move it aside with its -wal and -shm files (kept for inspection), then restore "
-            f"a backup or start Titanic on a new path; see 'A damaged Titanic store' in "
-            f"docs/patterns.md"
+            f"a backup or start Titanic on a new path; see docs/patterns.md, "
+            f"'Titanic after kill -9, and a damaged store'"
         )
         self.path = path
         self.why = why

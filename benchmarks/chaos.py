@@ -1,6 +1,6 @@
 """``make chaos``: every pattern under faults, in namespaces, judged by the audit.
 
-    sudo .venv/bin/python benchmarks/chaos.py [--profile ci|default] [--duration S]
+    sudo .venv/bin/python benchmarks/chaos.py [--profile ci|default|titanic] [--duration S]
         [--netem both|loss20|reorder|clean] [--seed N] [--out DIR] [--local-spark]
 
 Fourteen processes, each in a network namespace of its own made for the
@@ -25,6 +25,16 @@ readable), each client's tally equals the audit's count of its requests,
 no reply was wrong, Titanic owes nothing, no process died unasked, and
 every kind of fault happened.  Exit 1 otherwise; 2 when this machine
 cannot run it (not root, no ``ip``, no TAP devices, no Java).
+
+The ``titanic`` profile (``make chaos-titanic``) runs Titanic alone, with
+one worker and a client submitting on 16 lanes at once, and kills only
+Titanic (kill -9 at a random instant, every other kill inside a write
+transaction), restarting it on the same store.  Besides the audit, its
+verdict reads the worker's record of executions: every request the
+client was given an id for ran exactly once; and the store, reopened
+with Titanic's own checks after the run, is whole and holds no request
+left over (each was collected and closed; an orphan is a retry stored
+twice).
 
 Nothing leaves the run's namespaces: the switch only writes to its TAP
 devices, each moved into its namespace, and Spark binds 127.0.0.1.
@@ -58,6 +68,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.chaos_role import NODE_OPTIONS  # noqa: E402
 from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
 from trizre.audit import _java  # noqa: E402
+from trizre.patterns import TitanicStoreDamaged  # noqa: E402
+from trizre.patterns._titanic import _Store  # noqa: E402
 
 ROLE = ROOT / "benchmarks" / "chaos_role.py"
 SWITCH = ROOT / "benchmarks" / "chaos_switch.py"
@@ -66,9 +78,18 @@ BEACON_PORT = 5670
 FAULT_KINDS = ("worker", "bstar", "freelance", "titanic", "cut")
 CLIENTS = ("client-service", "client-bstar", "client-titanic", "client-freelance")
 
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "ci": {"duration": 60.0, "fault_every": 2.5, "settle": 6.0},
     "default": {"duration": 600.0, "fault_every": 5.0, "settle": 6.0},
+    # Issue 26: kill -9 of Titanic during concurrent submits, nothing else.
+    "titanic": {
+        "duration": 90.0,
+        "fault_every": 2.0,
+        "settle": 6.0,
+        "faults": ("titanic",),
+        "clients": ("client-titanic",),
+        "lanes": 16,
+    },
 }
 
 EXPIRED = float(NODE_OPTIONS["expired_timeout"])
@@ -102,11 +123,19 @@ class Faults:
     titanic_kills: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = FAULT_KINDS  # what this run must have done
 
 
-def slots(rate: float) -> list[Slot]:
+def slots(rate: float, profile: str = "default") -> list[Slot]:
     """The run's processes."""
     client = ["--rate", str(rate)]
+    if profile == "titanic":
+        lanes = ["--lanes", str(PROFILES[profile]["lanes"])]
+        return [
+            Slot("w1", "worker", []),  # one worker, never killed: its record is the judge
+            Slot("titanic", "titanic", []),
+            Slot("client-titanic", "client-titanic", [*client, *lanes]),
+        ]
     return [
         *(Slot(f"w{i}", "worker", []) for i in range(1, 5)),
         Slot("bs-primary", "bstar", ["--primary", "--partner", "bs-backup"]),
@@ -316,9 +345,10 @@ def fault_loop(
     fault_every: float,
     on_half: Callable[[], None],
     say: Callable[[str], None],
+    kinds_to_do: tuple[str, ...] = FAULT_KINDS,
 ) -> Faults:
     """Inject faults for ``duration`` seconds; leave every process up and every link on."""
-    faults = Faults()
+    faults = Faults(kinds=kinds_to_do)
     start = time.monotonic()
     end = start + duration
     later: list[tuple[float, int, str, str]] = []  # (when, order, action, slot)
@@ -401,7 +431,7 @@ def fault_loop(
             on_half()
         if now >= next_fault:
             if not kinds:
-                kinds = list(FAULT_KINDS)
+                kinds = list(kinds_to_do)
                 rng.shuffle(kinds)
             kind = kinds.pop()
             what = inject(kind)
@@ -435,14 +465,73 @@ class Verdict:
         return not self.failures
 
 
+@dataclass
+class TitanicRecord:
+    """What the titanic profile judges besides the audit.
+
+    ``executions``: runs per client request (its body), from the workers'
+    record; ``given``: the requests the client was given an id for;
+    ``store``: what reopening the store said (``None``: whole) and
+    ``left``: the requests still in it after the client closed its own.
+    """
+
+    executions: Counter[str]
+    given: int
+    store: str | None
+    left: int
+
+    def failures(self) -> list[str]:
+        found = []
+        twice = {body: n for body, n in self.executions.items() if n > 1}
+        if twice:
+            some = ", ".join(f"{body} x{n}" for body, n in sorted(twice.items())[:5])
+            found.append(f"titanic: {len(twice)} requests ran more than once ({some})")
+        if len(self.executions) < self.given:
+            found.append(
+                f"titanic: {self.given - len(self.executions)} of {self.given} requests never ran"
+            )
+        if self.store is not None:
+            found.append(f"titanic: the store does not reopen: {self.store}")
+        if self.left:
+            found.append(f"titanic: {self.left} requests left in the store (orphans)")
+        return found
+
+
+def read_titanic_record(run: Path) -> TitanicRecord:
+    """The workers' record, the client's tally and the store after a run."""
+    executions: Counter[str] = Counter()
+    for record in (run / "executed").glob("*.log"):
+        for line in record.read_text(errors="replace").splitlines():
+            if line.startswith("client-titanic:"):
+                executions[line] += 1
+    given = 0
+    with contextlib.suppress(OSError, ValueError):
+        tally = json.loads((run / "counts" / "client-titanic.json").read_text())
+        given = int(tally["titanic_submitted"])
+    problem, left = None, 0
+    try:
+        store = _Store(run / "titanic.db")
+    except (TitanicStoreDamaged, OSError) as exc:
+        problem = str(exc)
+    else:
+        left = len(store._db.execute("SELECT id FROM requests").fetchall())
+        store.shut()
+    return TitanicRecord(executions, given, problem, left)
+
+
 def judge(
     summary: dict[str, Any],
     audit_code: int,
     tallies: dict[str, dict[str, Any]],
     faults: Faults,
     unexpected: list[str],
+    clients: tuple[str, ...] = CLIENTS,
+    titanic: TitanicRecord | None = None,
 ) -> Verdict:
-    """The run's verdict from the audit's summary and the clients' own tallies."""
+    """The run's verdict from the audit's summary and the clients' own tallies.
+
+    ``titanic``: the titanic profile's record (runs per request, the store).
+    """
     failures: list[str] = []
     if audit_code != 0:
         failures.append(f"the audit failed (exit code {audit_code})")
@@ -456,7 +545,7 @@ def judge(
         failures.append(f"audit: {len(dual)} interval(s) with two ACTIVE Binary Star servers")
     by_client = summary.get("requests", {}).get("by_client", {})
     rows = []
-    for name in CLIENTS:
+    for name in clients:
         tally = tallies.get(name)
         if tally is None:
             failures.append(f"{name}: wrote no tally (did it stop cleanly?)")
@@ -479,12 +568,14 @@ def judge(
             failures.append(f"{name}: no request was answered")
         if tally["wrong_replies"]:
             failures.append(f"{name}: {tally['wrong_replies']} wrong replies")
-    titanic = tallies.get("client-titanic")
-    if titanic is not None:
+    titanic_tally = tallies.get("client-titanic")
+    if titanic_tally is not None:
         for key in ("titanic_pending", "titanic_unknown"):
-            if titanic[key]:
-                failures.append(f"client-titanic: {titanic[key]} {key.replace('_', ' ')}")
-    for kind in (*FAULT_KINDS, "titanic mid-write"):
+            if titanic_tally[key]:
+                failures.append(f"client-titanic: {titanic_tally[key]} {key.replace('_', ' ')}")
+    if titanic is not None:
+        failures.extend(titanic.failures())
+    for kind in (*faults.kinds, "titanic mid-write"):
         if not faults.done[kind]:
             failures.append(f"no {kind} fault happened: the run proves less than it claims")
     failures.extend(f"unexpected: {what}" for what in unexpected)
@@ -538,7 +629,7 @@ def print_verdict(
     )
     console.print(
         "faults: "
-        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*FAULT_KINDS, "titanic mid-write"))
+        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*faults.kinds, "titanic mid-write"))
         + (
             f" (skipped: {', '.join(f'{k} {n}' for k, n in faults.skipped.items())})"
             if faults.skipped
@@ -628,7 +719,8 @@ def main() -> int:
     shutil.rmtree(run, ignore_errors=True)
     for sub in ("logs", "traces", "ready", "state", "counts"):
         (run / sub).mkdir(parents=True)
-    all_slots = slots(args.rate)
+    all_slots = slots(args.rate, args.profile)
+    clients = tuple(profile.get("clients", CLIENTS))
     first, second = ("loss20", "reorder") if args.netem == "both" else (args.netem, args.netem)
     header = (
         f"chaos: profile {args.profile}, {duration:.0f} s of faults, links {first}"
@@ -645,9 +737,9 @@ def main() -> int:
             for name in servers:
                 fleet.start(fleet.slots[name])
             fleet.wait_ready(servers)
-            for name in CLIENTS:
+            for name in clients:
                 fleet.start(fleet.slots[name])
-            fleet.wait_ready(list(CLIENTS))
+            fleet.wait_ready(list(clients))
             console.print(
                 f"all {len(all_slots)} processes up after {time.monotonic() - started:.1f} s"
             )
@@ -665,12 +757,16 @@ def main() -> int:
                 fault_every=profile["fault_every"],
                 on_half=half,
                 say=console.print,
+                kinds_to_do=tuple(profile.get("faults", FAULT_KINDS)),
             )
             fleet.wait_ready(servers)
             time.sleep(profile["settle"])  # presence heals after the last fault (expiry 5 s)
-            fleet.stop(list(CLIENTS), limit=180.0)
+            fleet.stop(list(clients), limit=180.0)
             # The passive server first, then the active one, as the procedure says.
-            pair = sorted(("bs-primary", "bs-backup"), key=lambda n: fleet.state(n) == "ACTIVE")
+            pair = sorted(
+                (n for n in ("bs-primary", "bs-backup") if n in fleet.slots),
+                key=lambda n: fleet.state(n) == "ACTIVE",
+            )
             fleet.stop([n for n in servers if n not in pair], limit=60.0)
             fleet.stop(pair, limit=60.0)
         finally:
@@ -679,12 +775,20 @@ def main() -> int:
                     slot.process.kill()
                     slot.process.wait()
     tallies = {}
-    for name in CLIENTS:
+    for name in clients:
         with contextlib.suppress(OSError, ValueError):
             tallies[name] = json.loads((run / "counts" / f"{name}.json").read_text())
     console.print(f"faults over after {time.monotonic() - started:.0f} s; auditing")
     code, summary, master = audit(run, java, cluster=not args.local_spark)
-    verdict = judge(summary, code, tallies, faults, fleet.unexpected)
+    record = read_titanic_record(run) if args.profile == "titanic" else None
+    if record is not None:
+        console.print(
+            f"titanic: {len(record.executions)} requests ran, {record.given} given an id, "
+            f"{sum(record.executions.values())} runs, "
+            f"{sum(1 for n in record.executions.values() if n > 1)} ran more than once; "
+            f"store {'whole' if record.store is None else 'DAMAGED'}, {record.left} left"
+        )
+    verdict = judge(summary, code, tallies, faults, fleet.unexpected, clients, record)
     print_verdict(
         console,
         verdict,
@@ -702,6 +806,16 @@ def main() -> int:
                 "faults": dict(faults.done),
                 "skipped": dict(faults.skipped),
                 "tallies": tallies,
+                "titanic": None
+                if record is None
+                else {
+                    "ran": len(record.executions),
+                    "runs": sum(record.executions.values()),
+                    "given": record.given,
+                    "ran_twice": sum(1 for n in record.executions.values() if n > 1),
+                    "store": record.store,
+                    "left": record.left,
+                },
                 "failures": verdict.failures,
                 "passed": verdict.passed,
                 "seconds": round(time.monotonic() - started, 1),

@@ -19,6 +19,12 @@ flight (their retry policies bound it; a Titanic client also collects the
 replies it is owed, for up to ``--drain`` seconds), write their own tally
 to ``DIR/counts/NAME.json`` and only then stop their node.  SIGKILL is the
 fault being tested.
+
+A worker appends the body of every request it runs to
+``DIR/executed/NAME.log``, a line per run, written before it answers (one
+``write`` on an ``O_APPEND`` descriptor: a kill -9 loses nothing written):
+the record of executions per client request that the ``titanic`` profile
+judges.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import logging
 import os
 import random
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,7 +46,7 @@ import trio
 
 import trizre
 from trizre import patterns
-from trizre.patterns import IncomingRequest, RequestAbandoned, RetryPolicy
+from trizre.patterns import Handler, IncomingRequest, RequestAbandoned, RetryPolicy
 
 T = TypeVar("T")
 
@@ -121,6 +127,20 @@ async def echo(request: IncomingRequest) -> tuple[bytes, ...]:
     return request.body
 
 
+def recording(handler: Handler, record: Path) -> Handler:
+    """``handler``, writing each request's first frame to ``record`` before it answers."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    async def run(request: IncomingRequest) -> bytes | Sequence[bytes]:
+        reply = await handler(request)
+        body = request.body[0] if request.body else b""
+        os.write(fd, body.replace(b"\n", b" ") + b"\n")
+        return reply
+
+    return run
+
+
 @asynccontextmanager
 async def open_node(args: argparse.Namespace) -> AsyncIterator[trizre.Node]:
     async with trizre.open_node(
@@ -165,7 +185,10 @@ async def serve(args: argparse.Namespace) -> None:
     async with open_node(args) as node:
         if args.role == "worker":
             async with patterns.open_server(
-                node, echo, service=SERVICE, reply_cache=patterns.ReplyCache(per_client=False)
+                node,
+                recording(echo, args.run / "executed" / f"{args.name}.log"),
+                service=SERVICE,
+                reply_cache=patterns.ReplyCache(per_client=False),
             ):
                 _write(ready, node.uuid.hex)
                 await until_terminated()

@@ -14,12 +14,13 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.chaos import CLIENTS, FAULT_KINDS, Faults, judge
+from benchmarks.chaos import CLIENTS, FAULT_KINDS, Faults, TitanicRecord, judge
 from benchmarks.chaos_switch import PROFILES, Impairment, Switch, command
 from trizre.audit import _java
 
@@ -181,6 +182,38 @@ def test_a_failed_audit_fails_the_verdict() -> None:
     tallies = _tallies()
     verdict = judge(_summary(tallies), 1, tallies, _faults(), [])
     assert verdict.failures == ["the audit failed (exit code 1)"]
+
+
+def _titanic_run() -> tuple[dict[str, dict[str, Any]], Faults, TitanicRecord]:
+    tallies = {"client-titanic": _tallies()["client-titanic"]}
+    faults = Faults(kinds=("titanic",))
+    faults.done.update({"titanic": 3, "titanic mid-write": 2})
+    record = TitanicRecord(Counter({f"client-titanic:0:{i}": 1 for i in range(9)}), 9, None, 0)
+    return tallies, faults, record
+
+
+def test_the_titanic_profile_passes_on_one_run_each() -> None:
+    tallies, faults, record = _titanic_run()
+    verdict = judge(_summary(tallies), 0, tallies, faults, [], ("client-titanic",), record)
+    assert verdict.passed, verdict.failures
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda r: r.executions.update(["client-titanic:0:3"]), "1 requests ran more than once"),
+        (lambda r: r.executions.pop("client-titanic:0:3"), "1 of 9 requests never ran"),
+        (lambda r: setattr(r, "store", "torn"), "the store does not reopen: torn"),
+        (lambda r: setattr(r, "left", 2), "2 requests left in the store"),
+    ],
+)
+def test_the_titanic_profile_fails_on_a_second_run_a_loss_or_a_bad_store(
+    damage: Any, expected: str
+) -> None:
+    tallies, faults, record = _titanic_run()
+    damage(record)
+    verdict = judge(_summary(tallies), 0, tallies, faults, [], ("client-titanic",), record)
+    assert any(expected in failure for failure in verdict.failures), verdict.failures
 
 
 # ------------------------------------------------------------------ the run

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 import trizre
@@ -233,6 +234,8 @@ async def run_client(args: argparse.Namespace) -> None:
     stop = trio.Event()
     drain_until = [float("inf")]
     policy = POLICIES[args.role]
+    if args.attempts is not None:
+        policy = attrs.evolve(policy, attempts=args.attempts)
     async with open_node(args) as node:
         tally.node = node.uuid.hex
         async with trio.open_nursery() as outer:
@@ -359,6 +362,7 @@ def main() -> None:
     parser.add_argument("--servers", nargs="*", default=[], help="client-freelance: names")
     parser.add_argument("--rate", type=float, default=10.0, help="clients: requests/s")
     parser.add_argument("--lanes", type=int, default=4, help="clients: requests at once")
+    parser.add_argument("--attempts", type=int, help="clients: attempts per request (the role's)")
     parser.add_argument("--drain", type=float, default=60.0, help="titanic client: seconds")
     args = parser.parse_args()
     # trizre's warnings and notes go to logs/<name>.<life>.log: a finding's evidence.

@@ -28,8 +28,9 @@ cannot run it (not root, no ``ip``, no TAP devices, no Java).
 
 The ``titanic`` profile (``make chaos-titanic``) runs Titanic alone, with
 one worker and a client submitting on 16 lanes at once, and kills only
-Titanic (kill -9 at a random instant, every other kill inside a write
-transaction), restarting it on the same store.  Besides the audit, its
+Titanic (kill -9 at a random instant of service, in turn plain, inside a
+write transaction, and right after a request is stored but before it is
+acknowledged), restarting it on the same store.  Besides the audit, its
 verdict reads the worker's record of executions: every request the
 client was given an id for ran exactly once; and the store, reopened
 with Titanic's own checks after the run, is whole and holds no request
@@ -77,6 +78,8 @@ INTERFACE = "chaos0"
 BEACON_PORT = 5670
 FAULT_KINDS = ("worker", "bstar", "freelance", "titanic", "cut")
 CLIENTS = ("client-service", "client-bstar", "client-titanic", "client-freelance")
+# Titanic's kills besides plain kill -9, in turn: before a COMMIT, after one.
+TITANIC_KILLS = ("titanic mid-write", "titanic after commit")
 
 PROFILES: dict[str, dict[str, Any]] = {
     "ci": {"duration": 60.0, "fault_every": 2.5, "settle": 6.0},
@@ -291,11 +294,15 @@ class Fleet:
         slot.process.send_signal(signal.SIGKILL)
         slot.process.wait()
 
-    def kill_mid_write(self, slot: Slot, limit: float = 5.0) -> bool:
-        """Have Titanic kill itself inside its next write; False if it wrote nothing in time."""
+    def kill_mid_write(self, slot: Slot, limit: float = 5.0, after: bool = False) -> bool:
+        """Have Titanic kill itself inside its next write; False if it wrote nothing in time.
+
+        ``after``: right after its next request is stored (committed, not
+        yet acknowledged) instead.
+        """
         assert slot.process is not None
         slot.down = True
-        slot.process.send_signal(signal.SIGUSR1)
+        slot.process.send_signal(signal.SIGUSR2 if after else signal.SIGUSR1)
         try:
             slot.process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -387,9 +394,16 @@ def fault_loop(
             delay = rng.uniform(0.5, 2.0)
             schedule(delay, "restart", slot.name)
             faults.titanic_kills += 1
-            if faults.titanic_kills % 2 and fleet.kill_mid_write(slot):
+            mode = faults.titanic_kills % 3
+            if mode == 1 and fleet.kill_mid_write(slot):
                 faults.done["titanic mid-write"] += 1
                 return f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
+            if mode == 2 and fleet.kill_mid_write(slot, after=True):
+                faults.done["titanic after commit"] += 1
+                return (
+                    f"kill -9 {slot.name} after storing a request, before answering it, "
+                    f"restart in {delay:.1f} s"
+                )
             fleet.kill(slot)
             return f"kill -9 {slot.name}, restart in {delay:.1f} s"
         if kind in ("worker", "freelance"):
@@ -580,7 +594,7 @@ def judge(
                 failures.append(f"client-titanic: {titanic_tally[key]} {key.replace('_', ' ')}")
     if titanic is not None:
         failures.extend(titanic.failures())
-    for kind in (*faults.kinds, "titanic mid-write"):
+    for kind in (*faults.kinds, *TITANIC_KILLS):
         if not faults.done[kind]:
             failures.append(f"no {kind} fault happened: the run proves less than it claims")
     failures.extend(f"unexpected: {what}" for what in unexpected)
@@ -634,7 +648,7 @@ def print_verdict(
     )
     console.print(
         "faults: "
-        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*faults.kinds, "titanic mid-write"))
+        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*faults.kinds, *TITANIC_KILLS))
         + (
             f" (skipped: {', '.join(f'{k} {n}' for k, n in faults.skipped.items())})"
             if faults.skipped

@@ -175,6 +175,32 @@ def arm_kill_mid_write(titanic: patterns.Titanic) -> None:
     titanic._store._db.set_trace_callback(on_statement)
 
 
+def arm_kill_after_accept(titanic: patterns.Titanic) -> None:
+    """After SIGUSR2, die by SIGKILL right after the next request is stored.
+
+    Committed, and not yet acknowledged: the client's retry then reaches
+    the restarted Titanic, which must give it the id already stored
+    rather than store it twice (issue 26).  Harness instrumentation: it
+    wraps Titanic's store.
+    """
+    armed = False
+    store = titanic._store
+    accept = store.accept
+
+    def arm(_signum: int, _frame: object) -> None:
+        nonlocal armed
+        armed = True
+
+    def accept_then_die(*args: Any) -> str:
+        titanic_id = accept(*args)
+        if armed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return titanic_id
+
+    signal.signal(signal.SIGUSR2, arm)
+    store.accept = accept_then_die  # type: ignore[method-assign]
+
+
 async def until_terminated() -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
@@ -202,6 +228,7 @@ async def serve(args: argparse.Namespace) -> None:
                 node, args.run / "titanic.db", policy=RetryPolicy(attempt_timeout=2.0, attempts=3)
             ) as titanic:
                 arm_kill_mid_write(titanic)
+                arm_kill_after_accept(titanic)
                 _write(ready, node.uuid.hex)
                 await until_terminated()
         elif args.role == "bstar":

@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import CLIENTS, FAULT_KINDS, Faults, TitanicRecord, judge
+from benchmarks.chaos import (
+    CLIENTS,
+    FAULT_KINDS,
+    TITANIC_KILLS,
+    Faults,
+    TitanicRecord,
+    judge,
+)
 from benchmarks.chaos_switch import PROFILES, Impairment, Switch, command
 from trizre.audit import _java
 
@@ -136,7 +143,7 @@ def _summary(tallies: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _faults() -> Faults:
     faults = Faults()
-    for kind in (*FAULT_KINDS, "titanic mid-write"):
+    for kind in (*FAULT_KINDS, *TITANIC_KILLS):
         faults.done[kind] = 1
     return faults
 
@@ -165,6 +172,7 @@ def test_the_verdict_passes_when_everything_agrees() -> None:
         (lambda s, t, f, u: s["requests"]["flags"]["lost"].update(count=3), "audit: 3 lost"),
         (lambda s, t, f, u: f.done.pop("cut"), "no cut fault happened"),
         (lambda s, t, f, u: f.done.pop("titanic mid-write"), "no titanic mid-write fault"),
+        (lambda s, t, f, u: f.done.pop("titanic after commit"), "no titanic after commit"),
         (lambda s, t, f, u: u.append("w1 exited with 1"), "unexpected: w1 exited with 1"),
         (lambda s, t, f, u: s["requests"]["by_client"].clear(), "found none of its requests"),
     ],
@@ -187,7 +195,7 @@ def test_a_failed_audit_fails_the_verdict() -> None:
 def _titanic_run() -> tuple[dict[str, dict[str, Any]], Faults, TitanicRecord]:
     tallies = {"client-titanic": _tallies()["client-titanic"]}
     faults = Faults(kinds=("titanic",))
-    faults.done.update({"titanic": 3, "titanic mid-write": 2})
+    faults.done.update({"titanic": 3, "titanic mid-write": 1, "titanic after commit": 1})
     record = TitanicRecord(Counter({f"client-titanic:0:{i}": 1 for i in range(9)}), 9, None, 0)
     return tallies, faults, record
 

@@ -1,6 +1,6 @@
 """``make chaos``: every pattern under faults, in namespaces, judged by the audit.
 
-    sudo .venv/bin/python benchmarks/chaos.py [--profile ci|default] [--duration S]
+    sudo .venv/bin/python benchmarks/chaos.py [--profile ci|default|titanic] [--duration S]
         [--netem both|loss20|reorder|clean] [--seed N] [--out DIR] [--local-spark]
 
 Fourteen processes, each in a network namespace of its own made for the
@@ -25,6 +25,17 @@ readable), each client's tally equals the audit's count of its requests,
 no reply was wrong, Titanic owes nothing, no process died unasked, and
 every kind of fault happened.  Exit 1 otherwise; 2 when this machine
 cannot run it (not root, no ``ip``, no TAP devices, no Java).
+
+The ``titanic`` profile (``make chaos-titanic``) runs Titanic alone, with
+one worker and a client submitting on 16 lanes at once, and kills only
+Titanic (kill -9 at a random instant of service, in turn plain, inside a
+write transaction, and right after a request is stored but before it is
+acknowledged), restarting it on the same store.  Besides the audit, its
+verdict reads the worker's record of executions: every request the
+client was given an id for ran exactly once; and the store, reopened
+with Titanic's own checks after the run, is whole and holds no request
+left over (each was collected and closed; an orphan is a retry stored
+twice).
 
 Nothing leaves the run's namespaces: the switch only writes to its TAP
 devices, each moved into its namespace, and Spark binds 127.0.0.1.
@@ -58,6 +69,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.chaos_role import NODE_OPTIONS  # noqa: E402
 from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
 from trizre.audit import _java  # noqa: E402
+from trizre.patterns import TitanicStoreDamaged  # noqa: E402
+from trizre.patterns._titanic import _Store  # noqa: E402
 
 ROLE = ROOT / "benchmarks" / "chaos_role.py"
 SWITCH = ROOT / "benchmarks" / "chaos_switch.py"
@@ -65,10 +78,22 @@ INTERFACE = "chaos0"
 BEACON_PORT = 5670
 FAULT_KINDS = ("worker", "bstar", "freelance", "titanic", "cut")
 CLIENTS = ("client-service", "client-bstar", "client-titanic", "client-freelance")
+# Titanic's kills besides plain kill -9, in turn: before a COMMIT, after one.
+TITANIC_KILLS = ("titanic mid-write", "titanic after commit")
 
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "ci": {"duration": 60.0, "fault_every": 2.5, "settle": 6.0},
     "default": {"duration": 600.0, "fault_every": 5.0, "settle": 6.0},
+    # Issue 26: kill -9 of Titanic during concurrent submits, nothing else.
+    "titanic": {
+        "duration": 90.0,
+        "fault_every": 4.0,  # Titanic serves a while between kills
+        "settle": 6.0,
+        "rate": 40.0,
+        "faults": ("titanic",),
+        "clients": ("client-titanic",),
+        "lanes": 16,
+    },
 }
 
 EXPIRED = float(NODE_OPTIONS["expired_timeout"])
@@ -102,11 +127,21 @@ class Faults:
     titanic_kills: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = FAULT_KINDS  # what this run must have done
 
 
-def slots(rate: float) -> list[Slot]:
+def slots(rate: float, profile: str = "default") -> list[Slot]:
     """The run's processes."""
     client = ["--rate", str(rate)]
+    if profile == "titanic":
+        # Attempts enough to outlast a restart: a submit the client gives up on
+        # would leave a request it was never told the id of (an orphan).
+        lanes = ["--lanes", str(PROFILES[profile]["lanes"]), "--attempts", "15"]
+        return [
+            Slot("w1", "worker", []),  # one worker, never killed: its record is the judge
+            Slot("titanic", "titanic", []),
+            Slot("client-titanic", "client-titanic", [*client, *lanes]),
+        ]
     return [
         *(Slot(f"w{i}", "worker", []) for i in range(1, 5)),
         Slot("bs-primary", "bstar", ["--primary", "--partner", "bs-backup"]),
@@ -259,11 +294,15 @@ class Fleet:
         slot.process.send_signal(signal.SIGKILL)
         slot.process.wait()
 
-    def kill_mid_write(self, slot: Slot, limit: float = 5.0) -> bool:
-        """Have Titanic kill itself inside its next write; False if it wrote nothing in time."""
+    def kill_mid_write(self, slot: Slot, limit: float = 5.0, after: bool = False) -> bool:
+        """Have Titanic kill itself inside its next write; False if it wrote nothing in time.
+
+        ``after``: right after its next request is stored (committed, not
+        yet acknowledged) instead.
+        """
         assert slot.process is not None
         slot.down = True
-        slot.process.send_signal(signal.SIGUSR1)
+        slot.process.send_signal(signal.SIGUSR2 if after else signal.SIGUSR1)
         try:
             slot.process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -316,9 +355,10 @@ def fault_loop(
     fault_every: float,
     on_half: Callable[[], None],
     say: Callable[[str], None],
+    kinds_to_do: tuple[str, ...] = FAULT_KINDS,
 ) -> Faults:
     """Inject faults for ``duration`` seconds; leave every process up and every link on."""
-    faults = Faults()
+    faults = Faults(kinds=kinds_to_do)
     start = time.monotonic()
     end = start + duration
     later: list[tuple[float, int, str, str]] = []  # (when, order, action, slot)
@@ -345,16 +385,25 @@ def fault_loop(
 
     def inject(kind: str) -> str | None:
         if kind == "titanic":
-            candidates = up(kind)
+            # Only a Titanic that serves: one still starting proves nothing
+            # (and would die of SIGUSR1 before its handler is armed).
+            candidates = [s for s in up(kind) if (fleet.run / "ready" / s.name).exists()]
             if not candidates:
                 return None
             slot = candidates[0]
             delay = rng.uniform(0.5, 2.0)
             schedule(delay, "restart", slot.name)
             faults.titanic_kills += 1
-            if faults.titanic_kills % 2 and fleet.kill_mid_write(slot):
+            mode = faults.titanic_kills % 3
+            if mode == 1 and fleet.kill_mid_write(slot):
                 faults.done["titanic mid-write"] += 1
                 return f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
+            if mode == 2 and fleet.kill_mid_write(slot, after=True):
+                faults.done["titanic after commit"] += 1
+                return (
+                    f"kill -9 {slot.name} after storing a request, before answering it, "
+                    f"restart in {delay:.1f} s"
+                )
             fleet.kill(slot)
             return f"kill -9 {slot.name}, restart in {delay:.1f} s"
         if kind in ("worker", "freelance"):
@@ -401,7 +450,7 @@ def fault_loop(
             on_half()
         if now >= next_fault:
             if not kinds:
-                kinds = list(FAULT_KINDS)
+                kinds = list(kinds_to_do)
                 rng.shuffle(kinds)
             kind = kinds.pop()
             what = inject(kind)
@@ -435,14 +484,73 @@ class Verdict:
         return not self.failures
 
 
+@dataclass
+class TitanicRecord:
+    """What the titanic profile judges besides the audit.
+
+    ``executions``: runs per client request (its body), from the workers'
+    record; ``given``: the requests the client was given an id for;
+    ``store``: what reopening the store said (``None``: whole) and
+    ``left``: the requests still in it after the client closed its own.
+    """
+
+    executions: Counter[str]
+    given: int
+    store: str | None
+    left: int
+
+    def failures(self) -> list[str]:
+        found = []
+        twice = {body: n for body, n in self.executions.items() if n > 1}
+        if twice:
+            some = ", ".join(f"{body} x{n}" for body, n in sorted(twice.items())[:5])
+            found.append(f"titanic: {len(twice)} requests ran more than once ({some})")
+        if len(self.executions) < self.given:
+            found.append(
+                f"titanic: {self.given - len(self.executions)} of {self.given} requests never ran"
+            )
+        if self.store is not None:
+            found.append(f"titanic: the store does not reopen: {self.store}")
+        if self.left:
+            found.append(f"titanic: {self.left} requests left in the store (orphans)")
+        return found
+
+
+def read_titanic_record(run: Path) -> TitanicRecord:
+    """The workers' record, the client's tally and the store after a run."""
+    executions: Counter[str] = Counter()
+    for record in (run / "executed").glob("*.log"):
+        for line in record.read_text(errors="replace").splitlines():
+            if line.startswith("client-titanic:"):
+                executions[line] += 1
+    given = 0
+    with contextlib.suppress(OSError, ValueError):
+        tally = json.loads((run / "counts" / "client-titanic.json").read_text())
+        given = int(tally["titanic_submitted"])
+    problem, left = None, 0
+    try:
+        store = _Store(run / "titanic.db")
+    except (TitanicStoreDamaged, OSError) as exc:
+        problem = str(exc)
+    else:
+        left = len(store._db.execute("SELECT id FROM requests").fetchall())
+        store.shut()
+    return TitanicRecord(executions, given, problem, left)
+
+
 def judge(
     summary: dict[str, Any],
     audit_code: int,
     tallies: dict[str, dict[str, Any]],
     faults: Faults,
     unexpected: list[str],
+    clients: tuple[str, ...] = CLIENTS,
+    titanic: TitanicRecord | None = None,
 ) -> Verdict:
-    """The run's verdict from the audit's summary and the clients' own tallies."""
+    """The run's verdict from the audit's summary and the clients' own tallies.
+
+    ``titanic``: the titanic profile's record (runs per request, the store).
+    """
     failures: list[str] = []
     if audit_code != 0:
         failures.append(f"the audit failed (exit code {audit_code})")
@@ -456,7 +564,7 @@ def judge(
         failures.append(f"audit: {len(dual)} interval(s) with two ACTIVE Binary Star servers")
     by_client = summary.get("requests", {}).get("by_client", {})
     rows = []
-    for name in CLIENTS:
+    for name in clients:
         tally = tallies.get(name)
         if tally is None:
             failures.append(f"{name}: wrote no tally (did it stop cleanly?)")
@@ -479,12 +587,14 @@ def judge(
             failures.append(f"{name}: no request was answered")
         if tally["wrong_replies"]:
             failures.append(f"{name}: {tally['wrong_replies']} wrong replies")
-    titanic = tallies.get("client-titanic")
-    if titanic is not None:
+    titanic_tally = tallies.get("client-titanic")
+    if titanic_tally is not None:
         for key in ("titanic_pending", "titanic_unknown"):
-            if titanic[key]:
-                failures.append(f"client-titanic: {titanic[key]} {key.replace('_', ' ')}")
-    for kind in (*FAULT_KINDS, "titanic mid-write"):
+            if titanic_tally[key]:
+                failures.append(f"client-titanic: {titanic_tally[key]} {key.replace('_', ' ')}")
+    if titanic is not None:
+        failures.extend(titanic.failures())
+    for kind in (*faults.kinds, *TITANIC_KILLS):
         if not faults.done[kind]:
             failures.append(f"no {kind} fault happened: the run proves less than it claims")
     failures.extend(f"unexpected: {what}" for what in unexpected)
@@ -538,7 +648,7 @@ def print_verdict(
     )
     console.print(
         "faults: "
-        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*FAULT_KINDS, "titanic mid-write"))
+        + ", ".join(f"{kind} {faults.done[kind]}" for kind in (*faults.kinds, *TITANIC_KILLS))
         + (
             f" (skipped: {', '.join(f'{k} {n}' for k, n in faults.skipped.items())})"
             if faults.skipped
@@ -600,7 +710,9 @@ def main() -> int:
         default="both",
         help="link impairment; both: loss20 for the first half, reorder for the second",
     )
-    parser.add_argument("--rate", type=float, default=10.0, help="requests/s per client")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="requests/s per client (10; titanic: 40)"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("chaos-run"))
     parser.add_argument("--local-spark", action="store_true", help="audit in local mode")
@@ -628,7 +740,8 @@ def main() -> int:
     shutil.rmtree(run, ignore_errors=True)
     for sub in ("logs", "traces", "ready", "state", "counts"):
         (run / sub).mkdir(parents=True)
-    all_slots = slots(args.rate)
+    all_slots = slots(args.rate or profile.get("rate", 10.0), args.profile)
+    clients = tuple(profile.get("clients", CLIENTS))
     first, second = ("loss20", "reorder") if args.netem == "both" else (args.netem, args.netem)
     header = (
         f"chaos: profile {args.profile}, {duration:.0f} s of faults, links {first}"
@@ -645,9 +758,9 @@ def main() -> int:
             for name in servers:
                 fleet.start(fleet.slots[name])
             fleet.wait_ready(servers)
-            for name in CLIENTS:
+            for name in clients:
                 fleet.start(fleet.slots[name])
-            fleet.wait_ready(list(CLIENTS))
+            fleet.wait_ready(list(clients))
             console.print(
                 f"all {len(all_slots)} processes up after {time.monotonic() - started:.1f} s"
             )
@@ -665,12 +778,16 @@ def main() -> int:
                 fault_every=profile["fault_every"],
                 on_half=half,
                 say=console.print,
+                kinds_to_do=tuple(profile.get("faults", FAULT_KINDS)),
             )
             fleet.wait_ready(servers)
             time.sleep(profile["settle"])  # presence heals after the last fault (expiry 5 s)
-            fleet.stop(list(CLIENTS), limit=180.0)
+            fleet.stop(list(clients), limit=180.0)
             # The passive server first, then the active one, as the procedure says.
-            pair = sorted(("bs-primary", "bs-backup"), key=lambda n: fleet.state(n) == "ACTIVE")
+            pair = sorted(
+                (n for n in ("bs-primary", "bs-backup") if n in fleet.slots),
+                key=lambda n: fleet.state(n) == "ACTIVE",
+            )
             fleet.stop([n for n in servers if n not in pair], limit=60.0)
             fleet.stop(pair, limit=60.0)
         finally:
@@ -679,12 +796,20 @@ def main() -> int:
                     slot.process.kill()
                     slot.process.wait()
     tallies = {}
-    for name in CLIENTS:
+    for name in clients:
         with contextlib.suppress(OSError, ValueError):
             tallies[name] = json.loads((run / "counts" / f"{name}.json").read_text())
     console.print(f"faults over after {time.monotonic() - started:.0f} s; auditing")
     code, summary, master = audit(run, java, cluster=not args.local_spark)
-    verdict = judge(summary, code, tallies, faults, fleet.unexpected)
+    record = read_titanic_record(run) if args.profile == "titanic" else None
+    if record is not None:
+        console.print(
+            f"titanic: {len(record.executions)} requests ran, {record.given} given an id, "
+            f"{sum(record.executions.values())} runs, "
+            f"{sum(1 for n in record.executions.values() if n > 1)} ran more than once; "
+            f"store {'whole' if record.store is None else 'DAMAGED'}, {record.left} left"
+        )
+    verdict = judge(summary, code, tallies, faults, fleet.unexpected, clients, record)
     print_verdict(
         console,
         verdict,
@@ -702,6 +827,16 @@ def main() -> int:
                 "faults": dict(faults.done),
                 "skipped": dict(faults.skipped),
                 "tallies": tallies,
+                "titanic": None
+                if record is None
+                else {
+                    "ran": len(record.executions),
+                    "runs": sum(record.executions.values()),
+                    "given": record.given,
+                    "ran_twice": sum(1 for n in record.executions.values() if n > 1),
+                    "store": record.store,
+                    "left": record.left,
+                },
                 "failures": verdict.failures,
                 "passed": verdict.passed,
                 "seconds": round(time.monotonic() - started, 1),

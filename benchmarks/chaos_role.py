@@ -19,6 +19,12 @@ flight (their retry policies bound it; a Titanic client also collects the
 replies it is owed, for up to ``--drain`` seconds), write their own tally
 to ``DIR/counts/NAME.json`` and only then stop their node.  SIGKILL is the
 fault being tested.
+
+A worker appends the body of every request it runs to
+``DIR/executed/NAME.log``, a line per run, written before it answers (one
+``write`` on an ``O_APPEND`` descriptor: a kill -9 loses nothing written):
+the record of executions per client request that the ``titanic`` profile
+judges.
 """
 
 from __future__ import annotations
@@ -30,17 +36,18 @@ import logging
 import os
 import random
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 import trizre
 from trizre import patterns
-from trizre.patterns import IncomingRequest, RequestAbandoned, RetryPolicy
+from trizre.patterns import Handler, IncomingRequest, RequestAbandoned, RetryPolicy
 
 T = TypeVar("T")
 
@@ -121,6 +128,20 @@ async def echo(request: IncomingRequest) -> tuple[bytes, ...]:
     return request.body
 
 
+def recording(handler: Handler, record: Path) -> Handler:
+    """``handler``, writing each request's first frame to ``record`` before it answers."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    async def run(request: IncomingRequest) -> bytes | Sequence[bytes]:
+        reply = await handler(request)
+        body = request.body[0] if request.body else b""
+        os.write(fd, body.replace(b"\n", b" ") + b"\n")
+        return reply
+
+    return run
+
+
 @asynccontextmanager
 async def open_node(args: argparse.Namespace) -> AsyncIterator[trizre.Node]:
     async with trizre.open_node(
@@ -154,6 +175,32 @@ def arm_kill_mid_write(titanic: patterns.Titanic) -> None:
     titanic._store._db.set_trace_callback(on_statement)
 
 
+def arm_kill_after_accept(titanic: patterns.Titanic) -> None:
+    """After SIGUSR2, die by SIGKILL right after the next request is stored.
+
+    Committed, and not yet acknowledged: the client's retry then reaches
+    the restarted Titanic, which must give it the id already stored
+    rather than store it twice (issue 26).  Harness instrumentation: it
+    wraps Titanic's store.
+    """
+    armed = False
+    store = titanic._store
+    accept = store.accept
+
+    def arm(_signum: int, _frame: object) -> None:
+        nonlocal armed
+        armed = True
+
+    def accept_then_die(*args: Any) -> str:
+        titanic_id = accept(*args)
+        if armed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return titanic_id
+
+    signal.signal(signal.SIGUSR2, arm)
+    store.accept = accept_then_die  # type: ignore[method-assign]
+
+
 async def until_terminated() -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
@@ -165,7 +212,10 @@ async def serve(args: argparse.Namespace) -> None:
     async with open_node(args) as node:
         if args.role == "worker":
             async with patterns.open_server(
-                node, echo, service=SERVICE, reply_cache=patterns.ReplyCache(per_client=False)
+                node,
+                recording(echo, args.run / "executed" / f"{args.name}.log"),
+                service=SERVICE,
+                reply_cache=patterns.ReplyCache(per_client=False),
             ):
                 _write(ready, node.uuid.hex)
                 await until_terminated()
@@ -178,6 +228,7 @@ async def serve(args: argparse.Namespace) -> None:
                 node, args.run / "titanic.db", policy=RetryPolicy(attempt_timeout=2.0, attempts=3)
             ) as titanic:
                 arm_kill_mid_write(titanic)
+                arm_kill_after_accept(titanic)
                 _write(ready, node.uuid.hex)
                 await until_terminated()
         elif args.role == "bstar":
@@ -210,6 +261,8 @@ async def run_client(args: argparse.Namespace) -> None:
     stop = trio.Event()
     drain_until = [float("inf")]
     policy = POLICIES[args.role]
+    if args.attempts is not None:
+        policy = attrs.evolve(policy, attempts=args.attempts)
     async with open_node(args) as node:
         tally.node = node.uuid.hex
         async with trio.open_nursery() as outer:
@@ -336,6 +389,7 @@ def main() -> None:
     parser.add_argument("--servers", nargs="*", default=[], help="client-freelance: names")
     parser.add_argument("--rate", type=float, default=10.0, help="clients: requests/s")
     parser.add_argument("--lanes", type=int, default=4, help="clients: requests at once")
+    parser.add_argument("--attempts", type=int, help="clients: attempts per request (the role's)")
     parser.add_argument("--drain", type=float, default=60.0, help="titanic client: seconds")
     args = parser.parse_args()
     # trizre's warnings and notes go to logs/<name>.<life>.log: a finding's evidence.

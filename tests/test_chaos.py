@@ -14,12 +14,20 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.chaos import CLIENTS, FAULT_KINDS, Faults, judge
+from benchmarks.chaos import (
+    CLIENTS,
+    FAULT_KINDS,
+    TITANIC_KILLS,
+    Faults,
+    TitanicRecord,
+    judge,
+)
 from benchmarks.chaos_switch import PROFILES, Impairment, Switch, command
 from trizre.audit import _java
 
@@ -135,7 +143,7 @@ def _summary(tallies: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _faults() -> Faults:
     faults = Faults()
-    for kind in (*FAULT_KINDS, "titanic mid-write"):
+    for kind in (*FAULT_KINDS, *TITANIC_KILLS):
         faults.done[kind] = 1
     return faults
 
@@ -164,6 +172,7 @@ def test_the_verdict_passes_when_everything_agrees() -> None:
         (lambda s, t, f, u: s["requests"]["flags"]["lost"].update(count=3), "audit: 3 lost"),
         (lambda s, t, f, u: f.done.pop("cut"), "no cut fault happened"),
         (lambda s, t, f, u: f.done.pop("titanic mid-write"), "no titanic mid-write fault"),
+        (lambda s, t, f, u: f.done.pop("titanic after commit"), "no titanic after commit"),
         (lambda s, t, f, u: u.append("w1 exited with 1"), "unexpected: w1 exited with 1"),
         (lambda s, t, f, u: s["requests"]["by_client"].clear(), "found none of its requests"),
     ],
@@ -181,6 +190,38 @@ def test_a_failed_audit_fails_the_verdict() -> None:
     tallies = _tallies()
     verdict = judge(_summary(tallies), 1, tallies, _faults(), [])
     assert verdict.failures == ["the audit failed (exit code 1)"]
+
+
+def _titanic_run() -> tuple[dict[str, dict[str, Any]], Faults, TitanicRecord]:
+    tallies = {"client-titanic": _tallies()["client-titanic"]}
+    faults = Faults(kinds=("titanic",))
+    faults.done.update({"titanic": 3, "titanic mid-write": 1, "titanic after commit": 1})
+    record = TitanicRecord(Counter({f"client-titanic:0:{i}": 1 for i in range(9)}), 9, None, 0)
+    return tallies, faults, record
+
+
+def test_the_titanic_profile_passes_on_one_run_each() -> None:
+    tallies, faults, record = _titanic_run()
+    verdict = judge(_summary(tallies), 0, tallies, faults, [], ("client-titanic",), record)
+    assert verdict.passed, verdict.failures
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda r: r.executions.update(["client-titanic:0:3"]), "1 requests ran more than once"),
+        (lambda r: r.executions.pop("client-titanic:0:3"), "1 of 9 requests never ran"),
+        (lambda r: setattr(r, "store", "torn"), "the store does not reopen: torn"),
+        (lambda r: setattr(r, "left", 2), "2 requests left in the store"),
+    ],
+)
+def test_the_titanic_profile_fails_on_a_second_run_a_loss_or_a_bad_store(
+    damage: Any, expected: str
+) -> None:
+    tallies, faults, record = _titanic_run()
+    damage(record)
+    verdict = judge(_summary(tallies), 0, tallies, faults, [], ("client-titanic",), record)
+    assert any(expected in failure for failure in verdict.failures), verdict.failures
 
 
 # ------------------------------------------------------------------ the run

@@ -7,6 +7,8 @@ kill one mid-request).  Everything is on loopback.
 
 from __future__ import annotations
 
+import logging
+import random
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -289,6 +291,8 @@ async def test_bridge_bad_input() -> None:
                 {"busy_timeout": -1},
                 {"liveness": 0},
                 {"max_workers": 0},
+                {"max_in_flight_per_client": 0},
+                {"discovery_grace": -1},
             ):
                 with pytest.raises(ValueError, match=next(iter(bad))):
                     async with open_mdp_bridge(node, "tcp://127.0.0.1:*", **bad):  # type: ignore[arg-type]
@@ -353,3 +357,147 @@ async def test_workers_that_break_the_protocol_are_disconnected() -> None:
             answers = await trio.to_thread.run_sync(raw_worker)
             assert answers == [[b"MDPW02", b"\x06"], [b"MDPW02", b"\x06"]]
             assert bridge.workers("svc") == 0 and bridge.dropped == 2
+
+
+# ------------------------------------------------- issue 26: no starvation
+
+
+def raw_client(
+    endpoint: str, requests: list[list[bytes]], replies: int, timeout_ms: int = 10_000
+) -> list[list[bytes]]:
+    """Send ``requests`` on one DEALER (one client identity); collect ``replies`` answers."""
+    with zmq.Context.instance().socket(zmq.DEALER) as sock:
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.connect(endpoint)
+        for request in requests:
+            sock.send_multipart(request)
+        answers = []
+        for _ in range(replies):
+            try:
+                answers.append(sock.recv_multipart())
+            except zmq.Again:
+                break
+        return answers
+
+
+async def test_a_request_for_a_service_nobody_offers_is_answered_404_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 26: 2,000 such requests held every place for 7.5 s and logged 2,000 WARNINGs."""
+    port = free_udp_port()
+    hog = [[b"MDPC02", b"\x01", b"nosuch", b"%d" % i] for i in range(2000)]
+    with trio.fail_after(60):
+        async with (
+            bridge_node(port, discovery_grace=0) as bridge,
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+        ):
+            await until(lambda: bridge.node.peers_by_group("echo"))
+            answers = await trio.to_thread.run_sync(raw_client, bridge.endpoint, hog, 2000)
+            assert answers == [[b"MDPC02", b"\x03", b"nosuch", b"404"]] * 2000
+            assert bridge.no_worker == 2000 and bridge.to_trizre == 0
+            assert await call(bridge.endpoint, b"echo", b"hi") == [b"HI"]
+            # Each dialect hears it in its own framing.
+            other = [[b"", b"MDPC01", b"nosuch"], [b"", b"MDPC02", b"\x02", b"nosuch"]]
+            assert await trio.to_thread.run_sync(raw_client, bridge.endpoint, other, 2) == [
+                [b"", b"MDPC01", b"nosuch", b"404"],
+                [b"", b"MDPC02", b"\x04", b"404"],
+            ]
+    lines = [r for r in caplog.records if r.name == "trizre.mdp" and r.levelno >= logging.INFO]
+    assert len(lines) <= 3, [r.getMessage() for r in lines]
+
+
+async def test_one_client_cannot_hold_more_than_its_share_of_the_places(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 26: a client filling ``max_in_flight`` made every other client's request fail."""
+    port = free_udp_port()
+    release = trio.Event()
+
+    async def stuck(request: patterns.IncomingRequest) -> bytes:
+        await release.wait()
+        return b"late"
+
+    hog = [[b"MDPC02", b"\x01", b"stuck", b"%d" % i] for i in range(50)]
+    with trio.fail_after(60):
+        async with (
+            bridge_node(port, max_in_flight=20) as bridge,  # a share is 20 // 10 = 2
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+            patterns.open_server(worker, stuck, service="stuck"),
+        ):
+            await until(lambda: bridge.node.peers_by_group("echo"))
+            await until(lambda: bridge.node.peers_by_group("stuck"))
+            async with trio.open_nursery() as nursery:
+
+                async def hog_client() -> None:
+                    answers = await trio.to_thread.run_sync(raw_client, bridge.endpoint, hog, 2)
+                    assert answers == [[b"MDPC02", b"\x03", b"stuck", b"late"]] * 2
+
+                nursery.start_soon(hog_client)
+                await until(lambda: bridge.requests == 50)
+                # Another client is served all the same.
+                assert await call(bridge.endpoint, b"echo", b"hi") == [b"HI"]
+                assert (bridge.to_trizre, bridge.refused) == (3, 48)
+                release.set()
+    lines = [r for r in caplog.records if r.name == "trizre.mdp" and r.levelno >= logging.WARNING]
+    assert len(lines) <= 2, [r.getMessage() for r in lines]
+
+
+async def test_random_messages_are_dropped_and_the_bridge_serves_on() -> None:
+    """Issue 26 kept: 20,000 random messages from 20 identities break nothing."""
+    port = free_udp_port()
+    rng = random.Random(26)
+    headers = [b"MDPC01", b"MDPC02", b"MDPW01", b"MDPW02", b"", b"MDPX02"]
+
+    def junk() -> list[bytes]:
+        frames = [rng.choice(headers), bytes([rng.randrange(10)])]
+        frames += [rng.randbytes(rng.randrange(6)) for _ in range(rng.randrange(5))]
+        return frames[rng.randrange(2) :]
+
+    def flood(endpoint: str) -> None:
+        for _ in range(20):
+            raw_client(endpoint, [junk() for _ in range(1000)], 0)
+
+    with trio.fail_after(120):
+        async with (
+            bridge_node(port, max_workers=5, discovery_grace=0) as bridge,
+            trizre.open_node("worker", beacon_port=port, **FAST) as worker,
+            patterns.open_server(worker, upper, service="echo"),
+        ):
+            await until(lambda: bridge.node.peers_by_group("echo"))
+            await trio.to_thread.run_sync(flood, bridge.endpoint)
+            assert await call(bridge.endpoint, b"echo", b"hi") == [b"HI"]
+            assert bridge.dropped > 0 and len(bridge._workers) <= 5
+
+
+async def test_the_worker_caps_hold() -> None:
+    """Issue 26 kept: workers beyond max_workers, and one identity READY for many services."""
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with bridge_node(port, max_workers=20) as bridge:
+
+            def many() -> None:
+                sockets = []
+                try:
+                    for i in range(30):
+                        sock = zmq.Context.instance().socket(zmq.DEALER)
+                        sock.setsockopt(zmq.LINGER, 0)
+                        sock.connect(bridge.endpoint)
+                        sock.send_multipart([b"MDPW02", b"\x01", b"svc%d" % i])
+                        sockets.append(sock)
+                    # One identity says READY for 1,000 services: one worker at most.
+                    raw_client(
+                        bridge.endpoint,
+                        [[b"MDPW02", b"\x01", b"s%d" % i] for i in range(1000)],
+                        0,
+                    )
+                finally:
+                    for sock in sockets:
+                        sock.close()
+
+            await trio.to_thread.run_sync(many)
+            await until(lambda: bridge.dropped >= 10)
+            assert len(bridge._workers) <= 20 and len(bridge._servers) <= 20

@@ -11,10 +11,16 @@
 * ``mmi.service`` is answered from ZRE membership and the MDP workers
   here (``200``/``404``); other ``mmi.*`` names get ``501``.
 
-MDP has no error replies: a request that no worker answers (none exists,
-every attempt timed out, the worker failed) gets no reply, as with the
-Guide's broker, and the client's own timeout ends it; the bridge logs a
-warning saying why.
+MDP has no error replies.  A request for a service with no worker at all
+(no MDP worker here, no member of the ZRE group), once the bridge has run
+``discovery_grace`` seconds, is answered at once with
+MMI's ``404``, one frame, as a FINAL reply in the client's dialect: it
+holds no place.  A request that a worker exists for but none answers
+(every attempt timed out, the worker failed) gets no reply, as with the
+Guide's broker, and the client's own timeout ends it.  Each client (a
+ROUTER identity) holds at most ``max_in_flight_per_client`` places; one
+more gets no reply and counts in ``refused``.  Every log line a peer can
+trigger is rate-limited (:class:`~trizre._util.RareLog`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import trio
 import zmq
 
 from .._node import Node
-from .._util import unwrap_single_exception_group
+from .._util import RareLog, unwrap_single_exception_group
 from .._zsock import ZSocket, context
 from ..patterns import (
     IncomingRequest,
@@ -47,6 +53,7 @@ from ..patterns import (
 from . import _codec as mdp
 
 log = logging.getLogger("trizre.mdp")
+NO_WORKER: Final = (b"404",)  # MMI's answer for a service nobody offers
 
 MMI_SERVICE: Final = b"mmi.service"
 
@@ -68,6 +75,8 @@ class _Job:
     body: tuple[bytes, ...]
     # An MDP client here (identity, dialect), or None for a trizre request.
     client: tuple[bytes, mdp.Dialect] | None
+    # Whether it holds one of its client's places (released once, when done).
+    placed: bool = False
     partials: list[bytes] = attrs.field(factory=list)
     reply: tuple[bytes, ...] | None = None
     failed: bool = False
@@ -82,8 +91,10 @@ class MdpBridge:
     was asked).  The counters are for tests and monitoring:
     ``requests`` from MDP clients, ``to_trizre`` of those sent to trizre
     services, ``from_trizre`` trizre requests served by MDP workers,
-    ``unanswered`` requests that got no reply, ``dropped`` malformed or
-    refused messages.
+    ``unanswered`` requests that got no reply, ``no_worker`` answered
+    ``404`` at once (no worker of their service anywhere), ``refused``
+    requests beyond their client's share (``max_in_flight_per_client``;
+    no reply), ``dropped`` malformed or refused messages.
     """
 
     def __init__(
@@ -100,6 +111,8 @@ class MdpBridge:
         max_workers: int,
         max_queued: int,
         max_in_flight: int,
+        max_in_flight_per_client: int,
+        discovery_grace: float,
     ) -> None:
         self.node = node
         self.endpoint = endpoint
@@ -107,7 +120,10 @@ class MdpBridge:
         self.to_trizre = 0
         self.from_trizre = 0
         self.unanswered = 0
+        self.no_worker = 0
+        self.refused = 0
         self.dropped = 0
+        self.log_rarely = RareLog(log)
         self._sock = sock
         self._client = client
         self._nursery = nursery
@@ -117,6 +133,10 @@ class MdpBridge:
         self._max_workers = max_workers
         self._max_queued = max_queued
         self._max_in_flight = max_in_flight
+        self._per_client = max_in_flight_per_client
+        # Until then the node may not have heard of workers that exist: hold, as before.
+        self._sure_from = trio.current_time() + discovery_grace
+        self._places: dict[bytes, int] = {}  # by client identity, only while above 0
         self._asking = 0  # requests waiting for trizre services
         self._workers: dict[bytes, _Worker] = {}
         self._idle: dict[bytes, deque[_Worker]] = {}  # by service
@@ -141,7 +161,13 @@ class MdpBridge:
                     message = mdp.decode(rest)
                 except mdp.MdpDecodeError as exc:
                     self.dropped += 1
-                    log.debug("dropping a message from %s: %s", identity.hex(), exc)
+                    self.log_rarely(
+                        "malformed",
+                        logging.DEBUG,
+                        "dropping a message from %s: %s",
+                        identity.hex(),
+                        exc,
+                    )
                     continue
                 self._handle(identity, message)
 
@@ -178,7 +204,13 @@ class MdpBridge:
 
     def _drop_worker(self, identity: bytes, dialect: mdp.Dialect, why: str) -> None:
         self.dropped += 1
-        log.warning("disconnecting MDP worker %s: %s", identity.hex(), why)
+        self.log_rarely(
+            "worker refused",
+            logging.WARNING,
+            "disconnecting MDP worker %s: %s",
+            identity.hex(),
+            why,
+        )
         self._send(identity, mdp.worker_disconnect(dialect))
 
     def _ready(self, identity: bytes, message: mdp.WorkerReady, now: float) -> None:
@@ -190,7 +222,9 @@ class MdpBridge:
             next_heartbeat=now + self._heartbeat,
         )
         self._workers[identity] = worker
-        log.info("MDP worker %s serves %r", identity.hex(), message.service)
+        self.log_rarely(
+            "worker ready", logging.INFO, "MDP worker %s serves %r", identity.hex(), message.service
+        )
         if message.service not in self._servers:
             self._servers[message.service] = scope = trio.CancelScope()
             self._nursery.start_soon(self._serve_trizre, message.service, scope)
@@ -203,12 +237,33 @@ class MdpBridge:
             self._send(identity, mdp.client_reply(dialect, service, self._mmi(message)))
             return
         job = _Job(self._token(), service, message.body, (identity, dialect))
-        if self._serves(service):
+        served_here = self._serves(service)
+        if (
+            not served_here
+            and not self._offered(service)
+            and trio.current_time() >= self._sure_from
+        ):
+            # Nobody to wait for: holding a place would only starve others.
+            self.no_worker += 1
+            self.log_rarely(
+                "no worker", logging.INFO, "MDP request for %r: no worker, answered 404", service
+            )
+            self._send(identity, mdp.client_reply(dialect, service, NO_WORKER))
+            return
+        if self._places.get(identity, 0) >= self._per_client:
+            self.refused += 1
+            self._unanswered(
+                job, f"its client already holds {self._per_client} places (its share)", "share"
+            )
+            return
+        if served_here:
+            self._take_place(job)
             self._submit(job)  # an MDP worker here: no round trip over ZRE
             return
         if self._asking >= self._max_in_flight:
-            self._unanswered(job, "too many requests in flight to trizre services")
+            self._unanswered(job, "too many requests in flight to trizre services", "full")
             return
+        self._take_place(job)
         self._asking += 1
         self.to_trizre += 1
         self._nursery.start_soon(self._ask_trizre, job)
@@ -220,16 +275,37 @@ class MdpBridge:
     def _serves(self, service: bytes) -> bool:
         return any(w.service == service for w in self._workers.values())
 
+    def _offered(self, service: bytes) -> bool:
+        """Whether a ZRE peer is in the group ``service`` (a trizre worker may answer)."""
+        try:
+            group = service.decode()
+            return bool(group) and bool(self.node.peers_by_group(group))
+        except (UnicodeDecodeError, trio.ClosedResourceError):
+            return False
+
+    def _take_place(self, job: _Job) -> None:
+        assert job.client is not None
+        identity = job.client[0]
+        self._places[identity] = self._places.get(identity, 0) + 1
+        job.placed = True
+
+    def _finish(self, job: _Job) -> None:
+        """The job is over (answered or failed): wake its waiter, free its client's place."""
+        job.done.set()
+        if job.placed and job.client is not None:
+            job.placed = False
+            identity = job.client[0]
+            left = self._places[identity] - 1
+            if left:
+                self._places[identity] = left
+            else:
+                del self._places[identity]
+
     def _mmi(self, message: mdp.ClientRequest) -> tuple[bytes, ...]:
         if message.service != MMI_SERVICE:
             return (b"501",)
         name = message.body[0] if message.body else b""
-        try:
-            group = name.decode()
-            present = bool(group) and bool(self.node.peers_by_group(group))
-        except (UnicodeDecodeError, trio.ClosedResourceError):
-            present = False
-        return (b"200",) if present or self._serves(name) else (b"404",)
+        return (b"200",) if self._offered(name) or self._serves(name) else NO_WORKER
 
     # ------------------------------------------------------- MDP workers
 
@@ -240,8 +316,10 @@ class MdpBridge:
             return
         if self._queued >= self._max_queued:
             job.failed = True
-            job.done.set()
-            self._unanswered(job, f"{self._max_queued} requests already wait for MDP workers")
+            self._finish(job)
+            self._unanswered(
+                job, f"{self._max_queued} requests already wait for MDP workers", "queue full"
+            )
             return
         self._queues.setdefault(job.service, deque()).append(job)
         self._queued += 1
@@ -265,7 +343,12 @@ class MdpBridge:
     def _worker_reply(self, worker: _Worker, message: mdp.WorkerReply) -> None:
         job = worker.job
         if job is None or job.token != message.token:
-            log.debug("a reply from %s for no request of ours", worker.identity.hex())
+            self.log_rarely(
+                "stray reply",
+                logging.DEBUG,
+                "a reply from %s for no request of ours",
+                worker.identity.hex(),
+            )
             return
         if job.client is not None and job.client[1].version == 2:
             # A 0.2 client hears PARTIALs as they come.
@@ -282,7 +365,7 @@ class MdpBridge:
             body = (*job.partials, *message.body)  # 0.1 clients know no PARTIAL
             self._send(identity, mdp.client_reply(dialect, job.service, body))
         job.reply = (*job.partials, *message.body)
-        job.done.set()
+        self._finish(job)
         worker.expires = trio.current_time() + self._liveness * self._heartbeat
         self._idle_again(worker)
 
@@ -291,7 +374,14 @@ class MdpBridge:
         idle = self._idle.get(worker.service)
         if idle is not None and worker in idle:
             idle.remove(worker)
-        log.info("MDP worker %s of %r removed: %s", worker.identity.hex(), worker.service, why)
+        self.log_rarely(
+            "worker removed",
+            logging.INFO,
+            "MDP worker %s of %r removed: %s",
+            worker.identity.hex(),
+            worker.service,
+            why,
+        )
         job = worker.job
         if job is not None:
             del self._jobs[job.token]
@@ -300,16 +390,18 @@ class MdpBridge:
                 self._submit(job)  # another worker here takes it (at least once, as retries)
             else:
                 job.failed = True
-                job.done.set()
+                self._finish(job)
                 if job.client is not None:
-                    self._unanswered(job, f"its MDP worker went away ({why})")
+                    self._unanswered(job, f"its MDP worker went away ({why})", "worker gone")
         if not self._serves(worker.service):
             for orphan in self._queues.pop(worker.service, deque()):
                 self._queued -= 1
                 orphan.failed = True
-                orphan.done.set()
+                self._finish(orphan)
                 if orphan.client is not None:
-                    self._unanswered(orphan, "the last MDP worker of its service went away")
+                    self._unanswered(
+                        orphan, "the last MDP worker of its service went away", "worker gone"
+                    )
             self._idle.pop(worker.service, None)
             if (scope := self._servers.pop(worker.service, None)) is not None:
                 scope.cancel()  # leave the ZRE group: nobody serves it here now
@@ -336,13 +428,14 @@ class MdpBridge:
             try:
                 reply = await self._client.request(job.service.decode(), *job.body)
             except (PatternError, UnicodeDecodeError, ValueError) as exc:
-                self._unanswered(job, f"the trizre service did not answer: {exc}")
+                self._unanswered(job, f"the trizre service did not answer: {exc}", "trizre")
                 return
             except trio.ClosedResourceError:
                 return  # the node stopped: the bridge is ending
             self._send(identity, mdp.client_reply(dialect, job.service, reply))
         finally:
             self._asking -= 1
+            self._finish(job)
 
     async def _serve_trizre(self, service: bytes, scope: trio.CancelScope) -> None:
         async def handler(request: IncomingRequest) -> tuple[bytes, ...]:
@@ -363,14 +456,26 @@ class MdpBridge:
                 async with open_server(self.node, handler, service=name):
                     await trio.sleep_forever()
             except (UnicodeDecodeError, ValueError) as exc:
-                log.warning("MDP service %r cannot be a trizre service: %s", service, exc)
+                self.log_rarely(
+                    "bad service",
+                    logging.WARNING,
+                    "MDP service %r cannot be a trizre service: %s",
+                    service,
+                    exc,
+                )
                 await trio.sleep_forever()  # MDP clients here are still served
 
     # ---------------------------------------------------------------- util
 
-    def _unanswered(self, job: _Job, why: str) -> None:
+    def _unanswered(self, job: _Job, why: str, topic: str) -> None:
         self.unanswered += 1
-        log.warning("MDP request for %r gets no reply: %s", job.service, why)
+        self.log_rarely(
+            f"unanswered: {topic}",
+            logging.WARNING,
+            "MDP request for %r gets no reply: %s",
+            job.service,
+            why,
+        )
 
     def _send(self, identity: bytes, frames: list[bytes]) -> None:
         # A ROUTER drops messages for peers that are gone; a full peer, too.
@@ -389,6 +494,8 @@ async def open_mdp_bridge(
     max_workers: int = 1000,
     max_queued: int = 10_000,
     max_in_flight: int = 1000,
+    max_in_flight_per_client: int | None = None,
+    discovery_grace: float = 5.0,
 ) -> AsyncIterator[MdpBridge]:
     """Run a Majordomo broker endpoint at ``bind`` over ``node``'s services.
 
@@ -408,6 +515,18 @@ async def open_mdp_bridge(
             more gets no reply (a warning is logged).
         max_in_flight: requests waiting for trizre services at most; one
             more gets no reply (a warning is logged).
+        max_in_flight_per_client: requests one MDP client (one ROUTER
+            identity) may have held by the bridge at once, waiting for
+            trizre services or MDP workers; one more gets no reply and
+            counts in ``refused`` (a warning is logged, rarely).  Default:
+            a tenth of ``max_in_flight`` (100), so that no client can
+            starve the others.
+
+        discovery_grace: seconds after the start during which a request
+            for a service with no known worker is held as any other (the
+            node may not have discovered its workers yet); after them, it
+            is answered ``404`` at once (MMI's answer, as a FINAL reply:
+            ``docs/mdp-bridge.md``).
 
     Cancellation: leaving the block closes the socket, stops serving the
     services, and leaves their groups; requests in flight get no reply.
@@ -417,12 +536,17 @@ async def open_mdp_bridge(
     for name, value in (("heartbeat", heartbeat), ("busy_timeout", busy_timeout)):
         if not (isinstance(value, int | float) and 0 < value < math.inf):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not (isinstance(discovery_grace, int | float) and 0 <= discovery_grace < math.inf):
+        raise ValueError(f"discovery_grace must be 0 or more seconds, got {discovery_grace!r}")
     for name, count in (
         ("liveness", liveness),
         ("max_workers", max_workers),
         ("max_queued", max_queued),
         ("max_in_flight", max_in_flight),
+        ("max_in_flight_per_client", max_in_flight_per_client),
     ):
+        if count is None and name == "max_in_flight_per_client":
+            continue
         if not isinstance(count, int) or count < 1:
             raise ValueError(f"{name} must be a positive integer, got {count!r}")
     raw: zmq.Socket[Any] = context().socket(zmq.ROUTER)
@@ -453,6 +577,9 @@ async def open_mdp_bridge(
                     max_workers=max_workers,
                     max_queued=max_queued,
                     max_in_flight=max_in_flight,
+                    max_in_flight_per_client=max_in_flight_per_client
+                    or max(1, max_in_flight // 10),
+                    discovery_grace=discovery_grace,
                 )
                 nursery.start_soon(bridge._read)
                 nursery.start_soon(bridge._keepalive)

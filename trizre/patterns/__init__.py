@@ -40,7 +40,14 @@ from ._clients import (
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
 from ._protocol import PatternDecodeError, Reply, Request, Status
 from ._server import Handler, IncomingRequest, ReplyCache, ReplyWith, Server, open_server
-from ._titanic import Titanic, TitanicClient, TitanicUnknown, open_titanic, open_titanic_client
+from ._titanic import (
+    Titanic,
+    TitanicClient,
+    TitanicStoreDamaged,
+    TitanicUnknown,
+    open_titanic,
+    open_titanic_client,
+)
 
 __all__ = [
     "BinaryStarClient",
@@ -70,6 +77,7 @@ __all__ = [
     "Status",
     "Titanic",
     "TitanicClient",
+    "TitanicStoreDamaged",
     "TitanicUnknown",
     "Transition",
     "freelance_choice",

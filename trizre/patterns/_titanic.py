@@ -16,20 +16,27 @@ recognises it and does not run it twice.
 
 The store is SQLite in WAL mode with ``synchronous=FULL``: a request is
 acknowledged only after its commit reached the disk, so ``kill -9`` at any
-moment loses nothing acknowledged.  SQLite calls are blocking; they run
+moment loses nothing acknowledged.  The same transaction records which
+client request (node, request id) it was, so a retry reaching a restarted
+Titanic gets the same id instead of a second request, and keeps a header
+row (identity, request count) that the checks at open compare with the
+rows: a damaged store raises :class:`TitanicStoreDamaged`.  SQLite calls are blocking; they run
 one at a time in a worker thread (``trio.to_thread``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import sqlite3
 import struct
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar, TypeVarTuple, final
+from typing import Any, Literal, TypeVar, TypeVarTuple, final
 
 import trio
 
@@ -52,6 +59,7 @@ __all__ = [
     "UNKNOWN",
     "Titanic",
     "TitanicClient",
+    "TitanicStoreDamaged",
     "TitanicUnknown",
     "open_titanic",
     "open_titanic_client",
@@ -90,28 +98,297 @@ def wire_id(titanic_id: str) -> int:
     return uuid.UUID(hex=titanic_id).int >> 64
 
 
-@final
-class _Store:
-    """The requests on disk; every method blocks (run it in a thread)."""
+STORE_FORMAT = 1  # the header row's ``format``: what this code writes and reads
 
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS requests ("
-            " id TEXT PRIMARY KEY, service TEXT NOT NULL, body BLOB NOT NULL,"
-            " status INTEGER, reply BLOB)"
+
+class TitanicStoreDamaged(PatternError):
+    """The Titanic store file is damaged or is not a Titanic store; Titanic will not start on it.
+
+    ``path`` names the file and ``why`` says what was found.  Titanic never
+    repairs a store itself: requests it acknowledged may be missing, and
+    only the operator can decide what to do (``docs/patterns.md``,
+    "Titanic after kill -9, and a damaged store": keep the file and its
+    ``-wal`` and ``-shm`` aside, restore a backup or start on a new path).
+    """
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(
+            f"the Titanic store {str(path)!r} is damaged: {why}. Titanic will not start on it. "
+            f"Move it aside with its -wal and -shm files (kept for inspection), then restore "
+            f"a backup or start Titanic on a new path; see docs/patterns.md, "
+            f"'Titanic after kill -9, and a damaged store'"
+        )
+        self.path = path
+        self.why = why
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_WAL_MAGIC = (0x377F0682, 0x377F0683)  # little-, big-endian checksums
+_WAL_HEADER, _FRAME_HEADER, _SHM_HEADER = 32, 24, 48
+
+
+def _checksum(data: bytes, order: str, s1: int = 0, s2: int = 0) -> tuple[int, int]:
+    """SQLite's WAL checksum (wal.c ``walChecksumBytes``) over ``data``, from ``(s1, s2)``."""
+    words = struct.unpack(f"{order}{len(data) // 4}I", data)
+    mask = 0xFFFFFFFF
+    for i in range(0, len(words), 2):
+        s1 = (s1 + words[i] + s2) & mask
+        s2 = (s2 + words[i + 1] + s1) & mask
+    return s1, s2
+
+
+def _committed_frames(wal: bytes, limit: int) -> tuple[int, int, int] | None:
+    """The WAL's salts and how many of its first ``limit`` frames are valid, as SQLite reads it.
+
+    ``(salt1, salt2, frames)``: frames counts those up to the last commit
+    frame of the unbroken chain (right salts, right cumulative checksum);
+    ``None`` for a WAL whose header is not valid.
+    """
+    if len(wal) < _WAL_HEADER:
+        return None
+    magic, version, page_size, _, salt1, salt2, c1, c2 = struct.unpack(">8I", wal[:_WAL_HEADER])
+    if magic not in _WAL_MAGIC or version != 3007000:
+        return None
+    order = ">" if magic & 1 else "<"
+    if _checksum(wal[:24], order) != (c1, c2) or page_size < 512:
+        return None
+    s1, s2 = c1, c2
+    committed = 0
+    size = _FRAME_HEADER + page_size
+    for frame in range(limit):
+        at = _WAL_HEADER + frame * size
+        if at + size > len(wal):
+            break
+        page, commit, f_salt1, f_salt2, f1, f2 = struct.unpack_from(">6I", wal, at)
+        if page == 0 or (f_salt1, f_salt2) != (salt1, salt2):
+            break
+        s1, s2 = _checksum(wal[at : at + 8], order, s1, s2)
+        s1, s2 = _checksum(wal[at + _FRAME_HEADER : at + size], order, s1, s2)
+        if (s1, s2) != (f1, f2):
+            break
+        if commit:
+            committed = frame + 1
+    return salt1, salt2, committed
+
+
+def _wal_promise(shm: bytes) -> tuple[int, int, int] | None:
+    """What the wal-index (``-shm``) says the WAL holds: ``(salt1, salt2, last frame)``.
+
+    Written by SQLite after each commit reached the WAL, so it never says
+    more than the WAL held; ``None`` unless both copies of its header
+    agree and their checksum holds (not SQLite's, or torn: no evidence).
+    """
+    if len(shm) < 2 * _SHM_HEADER or shm[:_SHM_HEADER] != shm[_SHM_HEADER : 2 * _SHM_HEADER]:
+        return None
+    order = "<" if sys.byteorder == "little" else ">"  # the wal-index is in native order
+    version, _, _, is_init, _, _, last, _, _, _, _, _, c1, c2 = struct.unpack(
+        f"{order}3I2BH8I", shm[:_SHM_HEADER]
+    )
+    if version != 3007000 or not is_init or _checksum(shm[:40], order) != (c1, c2):
+        return None
+    salt1, salt2 = struct.unpack_from(">2I", shm, 32)  # copied from the WAL header as bytes
+    return salt1, salt2, last
+
+
+def _check_files(path: Path) -> None:
+    """Refuse what SQLite would open silently: damage only the files' shapes show.
+
+    Run before SQLite opens the store: its recovery rewrites the ``-shm``
+    that is the evidence for a torn WAL.
+    """
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        if wal.exists() and wal.stat().st_size > 0:
+            raise TitanicStoreDamaged(
+                path, f"the file is missing but its WAL {wal} is there"
+            ) from None
+        return
+    except OSError as exc:
+        raise TitanicStoreDamaged(path, f"it cannot be read ({exc})") from exc
+    if not head:
+        # Titanic creates a store whole (written aside, then renamed): an
+        # empty one was truncated, it is not a new store.
+        raise TitanicStoreDamaged(path, "the file is empty (0 bytes): it was truncated")
+    if head != _SQLITE_MAGIC:
+        raise TitanicStoreDamaged(path, "it is not an SQLite database")
+    try:
+        promise = _wal_promise(shm.read_bytes()) if shm.exists() else None
+        if promise is None or promise[2] == 0:
+            return
+        data = wal.read_bytes() if wal.exists() else b""
+    except OSError as exc:
+        raise TitanicStoreDamaged(path, f"its WAL cannot be read ({exc})") from exc
+    held = _committed_frames(data, promise[2])
+    if held is None:
+        raise TitanicStoreDamaged(
+            path, f"its WAL {wal} is missing or its header is damaged, but it held commits"
+        )
+    if held[:2] == promise[:2] and held[2] < promise[2]:
+        raise TitanicStoreDamaged(
+            path,
+            f"its WAL {wal} is torn: commits up to frame {promise[2]} were written to it, "
+            f"only {held[2]} frames can be read back",
         )
 
-    def accept(self, service: str, frames: Sequence[bytes]) -> str:
-        titanic_id = uuid.uuid4().hex
-        with self._db:  # one transaction, committed (to disk: synchronous=FULL) on exit
-            self._db.execute("BEGIN")
+
+_SCHEMA = (
+    "CREATE TABLE header ("
+    " one INTEGER PRIMARY KEY CHECK (one = 1), store TEXT NOT NULL, format INTEGER NOT NULL,"
+    " requests INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS requests ("
+    " id TEXT PRIMARY KEY, service TEXT NOT NULL, body BLOB NOT NULL,"
+    " status INTEGER, reply BLOB)",
+    # A client's request (its node, its request id) -> the Titanic id it was given.
+    "CREATE TABLE known (asked TEXT PRIMARY KEY, id TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX known_by_id ON known (id)",
+)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    # FULL: every commit's WAL frames are fsynced before the commit returns,
+    # so an acknowledged request survives kill -9 and power loss alike.
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
+def _create(path: Path) -> None:
+    """Make a new, empty store at ``path``, whole or not at all.
+
+    Written under another name and renamed: a store that exists always
+    has its header, so an empty or header-less file is damage, not news.
+    """
+    fresh = path.with_name(f"{path.name}.new")
+    for leftover in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
+        leftover.unlink(missing_ok=True)
+    db = _connect(fresh)
+    try:
+        with db:
+            db.execute("BEGIN")
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO header (one, store, format, requests) VALUES (1, ?, ?, 0)",
+                (uuid.uuid4().hex, STORE_FORMAT),
+            )
+    finally:
+        db.close()  # the last connection: checkpointed into the file, its WAL removed
+    with fresh.open("rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(fresh, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@final
+class _Store:
+    """The requests on disk; every method blocks (run it in a thread).
+
+    Opening verifies the store (:func:`_check_files`, SQLite's
+    ``integrity_check`` or ``quick_check``, the header row) and raises
+    :class:`TitanicStoreDamaged` naming the file; a missing file is a new
+    store.
+    """
+
+    def __init__(self, path: Path, *, check: Literal["full", "quick"] = "full") -> None:
+        if check not in ("full", "quick"):
+            raise ValueError(f"check is 'full' or 'quick', got {check!r}")
+        self.path = path
+        _check_files(path)
+        if not path.exists():
+            _create(path)
+        try:
+            self._db = _connect(path)
+        except sqlite3.DatabaseError as exc:
+            raise TitanicStoreDamaged(path, f"SQLite cannot open it ({exc})") from exc
+        try:
+            self.identity = self._verify(check)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise TitanicStoreDamaged(path, f"SQLite cannot read it ({exc})") from exc
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _verify(self, check: str) -> str:
+        """The store's identity, once SQLite and the header row agree it is whole."""
+        db, path = self._db, self.path
+        pragma = "integrity_check" if check == "full" else "quick_check"
+        problems = [row[0] for row in db.execute(f"PRAGMA {pragma}(20)")]
+        if problems != ["ok"]:
+            raise TitanicStoreDamaged(path, f"SQLite's {pragma} says {'; '.join(problems)}")
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        if "header" not in tables:
+            if "requests" not in tables or "known" in tables:
+                raise TitanicStoreDamaged(path, "it has no Titanic header: not a Titanic store")
+            self._upgrade()  # a store from before the header: give it one
+        rows = db.execute("SELECT store, format, requests FROM header").fetchall()
+        if len(rows) != 1:
+            raise TitanicStoreDamaged(path, f"its header has {len(rows)} rows, not 1")
+        identity, version, promised = rows[0]
+        if version != STORE_FORMAT:
+            raise TitanicStoreDamaged(
+                path, f"store format {version}, this Titanic reads format {STORE_FORMAT}"
+            )
+        (held,) = db.execute("SELECT COUNT(*) FROM requests").fetchone()
+        if held != promised:
+            raise TitanicStoreDamaged(
+                path, f"its header counts {promised} requests but {held} can be read"
+            )
+        (strays,) = db.execute(
+            "SELECT COUNT(*) FROM known WHERE id NOT IN (SELECT id FROM requests)"
+        ).fetchone()
+        if strays:
+            raise TitanicStoreDamaged(path, f"{strays} client request ids name no request")
+        return str(identity)
+
+    def _upgrade(self) -> None:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                if not statement.startswith("CREATE TABLE IF NOT EXISTS requests"):
+                    self._db.execute(statement)
+            self._db.execute(
+                "INSERT INTO header (one, store, format, requests)"
+                " SELECT 1, ?, ?, COUNT(*) FROM requests",
+                (uuid.uuid4().hex, STORE_FORMAT),
+            )
+        log.info("Titanic store %s: header added (a store from before format 1)", self.path)
+
+    def accept(self, service: str, frames: Sequence[bytes], asked: str | None = None) -> str:
+        """Store a request durably; its Titanic id.
+
+        ``asked`` names the client's request (its node and request id): a
+        request already stored under it is not stored again, its id is
+        returned, whenever (before or after a restart) the retry comes.
+        The request, its ``asked`` row and the header's count are one
+        transaction, committed to disk (``synchronous=FULL``) on return.
+        """
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            if asked is not None:
+                row = self._db.execute("SELECT id FROM known WHERE asked = ?", (asked,)).fetchone()
+                if row is not None:
+                    return str(row[0])
+            titanic_id = uuid.uuid4().hex
             self._db.execute(
                 "INSERT INTO requests (id, service, body) VALUES (?, ?, ?)",
                 (titanic_id, service, _pack(frames)),
             )
+            if asked is not None:
+                self._db.execute("INSERT INTO known (asked, id) VALUES (?, ?)", (asked, titanic_id))
+            self._db.execute("UPDATE header SET requests = requests + 1")
         return titanic_id
 
     def pending(self, limit: int = -1) -> list[tuple[str, str, tuple[bytes, ...]]]:
@@ -146,8 +423,11 @@ class _Store:
 
     def close(self, titanic_id: str) -> None:
         with self._db:
-            self._db.execute("BEGIN")
-            self._db.execute("DELETE FROM requests WHERE id = ?", (titanic_id,))
+            self._db.execute("BEGIN IMMEDIATE")
+            gone = self._db.execute("DELETE FROM requests WHERE id = ?", (titanic_id,)).rowcount
+            if gone:
+                self._db.execute("DELETE FROM known WHERE id = ?", (titanic_id,))
+                self._db.execute("UPDATE header SET requests = requests - ?", (gone,))
 
     def shut(self) -> None:
         self._db.close()
@@ -203,7 +483,10 @@ class Titanic:
             check_service_name(service)
         except ValueError as exc:
             raise ReplyWith(BAD, f"titanic.request: {exc}".encode()) from None
-        titanic_id = await self._on_disk(self._store.accept, service, request.body[1:])
+        # The client's own name for this request: its retry, even one that
+        # reaches a Titanic restarted since, finds the id the store gave it.
+        asked = f"{request.peer.hex}/{request.request_id:016x}"
+        titanic_id = await self._on_disk(self._store.accept, service, request.body[1:], asked)
         self.accepted += 1
         self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
         return [titanic_id.encode()]
@@ -289,6 +572,7 @@ async def open_titanic(
     *,
     max_dispatch: int = 16,
     policy: RetryPolicy | None = None,
+    check: Literal["full", "quick"] = "full",
 ) -> AsyncIterator[Titanic]:
     """Run a Titanic service on ``node``, storing requests in the SQLite file ``path``.
 
@@ -298,13 +582,23 @@ async def open_titanic(
     workers at a time, each through a service client with ``policy``, and
     retried (backing off to every 30 s) until a worker answers.
 
+    A missing ``path`` is a new, empty store (created whole: written
+    aside, then renamed).  An existing one is verified before anything is
+    served: SQLite's ``integrity_check`` (``check="quick"``: its
+    ``quick_check``, faster on a large store), the header row (the store's
+    identity and how many requests it holds, kept in the same
+    transactions as the requests) against the rows, and the WAL against
+    what SQLite recorded of it.  A damaged store raises
+    :class:`TitanicStoreDamaged` naming the file; Titanic does not start
+    on it (``docs/patterns.md`` says how to recover).
+
     Cancellation and the block's end stop the services and the
     dispatcher; nothing stored is lost.  Bad input: ``max_dispatch < 1``
-    raises ``ValueError``; a path SQLite cannot open, ``sqlite3.Error``.
+    or an unknown ``check`` raises ``ValueError``.
     """
     if max_dispatch < 1:
         raise ValueError(f"max_dispatch must be at least 1, got {max_dispatch}")
-    store = await trio.to_thread.run_sync(_Store, Path(path))
+    store = await trio.to_thread.run_sync(functools.partial(_Store, Path(path), check=check))
     try:
         with unwrap_single_exception_group():
             async with (
@@ -314,7 +608,9 @@ async def open_titanic(
                 titanic = Titanic(node, store, client, max_dispatch)
                 # Before any request is taken: each is then counted once.
                 titanic._pending_at_start = await titanic._on_disk(store.count_pending)
-                # A retried titanic.request gets the id it was given, not a new one.
+                # A retried titanic.request gets the id it was given, not a new
+                # one: while it runs, from this cache (ACCEPTED); later, and
+                # after a restart, from the store's ``known`` rows.
                 async with (
                     open_server(
                         node, titanic._request, service="titanic.request", reply_cache=ReplyCache()

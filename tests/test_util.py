@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import trio
 import trio.testing
 
-from trizre._util import RareLog, unwrap_single_exception_group
+from trizre._util import unwrap_single_exception_group
 
 
 def cancelled() -> trio.Cancelled:
@@ -108,22 +106,3 @@ async def test_nursery_with_two_failing_children_stays_grouped() -> None:
                 nursery.start_soon(fail, ValueError("a"))
                 nursery.start_soon(fail, KeyError("b"))
         assert sorted(type(e).__name__ for e in info.value.exceptions) == ["KeyError", "ValueError"]
-
-
-async def test_rare_log_writes_a_topic_once_per_interval(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
-) -> None:
-    logger = logging.getLogger("trizre.test.rare")
-    rare = RareLog(logger, every=10.0)
-    with trio.fail_after(60), caplog.at_level(logging.INFO, logger="trizre.test.rare"):
-        for _ in range(1000):
-            rare("flood", logging.WARNING, "bad input from %s", "x")
-        rare("other", logging.INFO, "another kind")
-        await trio.sleep(10)
-        rare("flood", logging.WARNING, "bad input from %s", "y")
-    assert [r.getMessage() for r in caplog.records] == [
-        "bad input from x; this is logged at most every 10 s",
-        "another kind; this is logged at most every 10 s",
-        "bad input from y; this is logged at most every 10 s",
-    ]
-    assert rare.suppressed == 999

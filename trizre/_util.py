@@ -5,15 +5,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import logging
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, final
 
 import trio
 
-__all__ = ["OVERSIZE", "RareLog", "release_freed_memory", "unwrap_single_exception_group"]
+__all__ = ["OVERSIZE", "release_freed_memory", "unwrap_single_exception_group"]
 
 
 @final
@@ -84,29 +82,3 @@ def unwrap_single_exception_group() -> Iterator[None]:
         if not real and leaves:
             raise leaves[0] from None
         raise
-
-
-class RareLog:
-    """Log a topic at most once every ``every`` seconds (trio time): what a peer can trigger.
-
-    The node's ``_log_rarely`` rule, for any logger: a flood of bad input
-    gives one line per topic per interval, never one per message, and
-    says so.  Topics are a few constant strings (the dict stays small);
-    ``suppressed`` counts the lines not written, for tests and monitoring.
-    """
-
-    def __init__(self, logger: logging.Logger, every: float = 10.0) -> None:
-        self._logger = logger
-        self._every = every
-        self._logged: dict[str, float] = {}
-        self.suppressed = 0
-
-    def __call__(self, topic: str, level: int, msg: str, *args: object) -> None:
-        """Log ``msg % args`` at ``level`` unless ``topic`` was logged in the last interval."""
-        now = trio.current_time()
-        if now - self._logged.get(topic, -math.inf) < self._every:
-            self.suppressed += 1
-            return
-        self._logged[topic] = now
-        if self._logger.isEnabledFor(level):
-            self._logger.log(level, f"{msg}; this is logged at most every {self._every:g} s", *args)

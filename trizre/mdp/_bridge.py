@@ -20,7 +20,7 @@ holds no place.  A request that a worker exists for but none answers
 Guide's broker, and the client's own timeout ends it.  Each client (a
 ROUTER identity) holds at most ``max_in_flight_per_client`` places; one
 more gets no reply and counts in ``refused``.  Every log line a peer can
-trigger is rate-limited (:class:`~trizre._util.RareLog`).
+trigger is rate-limited (:func:`trizre._guard.log_rarely`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ import attrs
 import trio
 import zmq
 
+from .._guard import LogLimiter, log_rarely
 from .._node import Node
-from .._util import RareLog, unwrap_single_exception_group
+from .._util import unwrap_single_exception_group
 from .._zsock import ZSocket, context
 from ..patterns import (
     IncomingRequest,
@@ -123,7 +124,7 @@ class MdpBridge:
         self.no_worker = 0
         self.refused = 0
         self.dropped = 0
-        self.log_rarely = RareLog(log)
+        self._logs = LogLimiter()  # what a peer can trigger: once a topic every 10 s
         self._sock = sock
         self._client = client
         self._nursery = nursery
@@ -145,6 +146,10 @@ class MdpBridge:
         self._jobs: dict[bytes, _Job] = {}  # by token, sent to a worker
         self._servers: dict[bytes, trio.CancelScope] = {}  # trizre servers we run
         self._tokens = itertools.count(1)
+
+    def log_rarely(self, topic: str, level: int, message: str, *args: object) -> None:
+        """Log ``message % args`` unless ``topic`` was logged in the last 10 s (floods)."""
+        log_rarely(log, self._logs, topic, level, message, *args, now=trio.current_time())
 
     def workers(self, service: str) -> int:
         """The MDP workers of ``service`` connected now."""

@@ -130,6 +130,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 if event.name == "friend":
                     await send_reply.send(event.frames[0])
                 elif event.frames == (b"last",):
+                    # Judged now: the attacker closes its sockets next, and a
+                    # closed link rightly ends its peer at once.
+                    result["target_still_has_both"] = {"friend", "hostile"} <= {
+                        target.peer_name(u) for u in target.peers()
+                    }
                     last.set()
                 else:
                     expected = hostile["received"].to_bytes(4, "big")
@@ -167,9 +172,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         result["rtt_during_us"] = {"p50": round(p(during, 0.5)), "p99": round(p(during, 0.99))}
         result["friend_round_trips_during"] = len(during)
         result["hostile_whispers"] = {"sent": sent, **hostile}
-        result["target_still_has_both"] = {"friend", "hostile"} <= {
-            target.peer_name(u) for u in target.peers()
-        }
         nursery.cancel_scope.cancel()
     result["verdict"] = {
         "rtt_p50_within_2x": result["rtt_during_us"]["p50"] <= 2 * result["rtt_before_us"]["p50"],

@@ -114,15 +114,18 @@ def test_the_sdist_holds_every_tracked_file_it_includes(dist: Path) -> None:
         pytest.skip("not a git checkout (an unpacked sdist): nothing to compare with")
     pathspec = pytest.importorskip("pathspec")  # hatchling's own matcher
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    include = pathspec.GitIgnoreSpec.from_lines(
-        config["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
-    )
+    sdist_config = config["tool"]["hatch"]["build"]["targets"]["sdist"]
+    include = pathspec.GitIgnoreSpec.from_lines(sdist_config["include"])
+    exclude = pathspec.GitIgnoreSpec.from_lines(sdist_config.get("exclude", []))
     tracked = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
     ).stdout.decode()
-    wanted = set()
+    wanted, unwanted = set(), set()
     for name in filter(None, tracked.split("\0")):
         if not include.match_file(name):
+            continue
+        if exclude.match_file(name):
+            unwanted.add(name)
             continue
         path = ROOT / name
         if path.is_dir():  # a symlink to a directory: its files, under its name
@@ -134,6 +137,8 @@ def test_the_sdist_holds_every_tracked_file_it_includes(dist: Path) -> None:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert "patterns/vectors/envelope.json" in wanted  # the comparison sees them
     assert not wanted - names, sorted(wanted - names)
+    assert "tests/interop/vendor/czmq-4.2.1.tar.gz" in unwanted  # a test peer's source
+    assert not unwanted & names, sorted(unwanted & names)
 
 
 def test_the_wheel_installs_in_a_fresh_venv_and_runs(dist: Path, tmp_path: Path) -> None:

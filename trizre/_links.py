@@ -204,11 +204,14 @@ class TcpLink:
     Closing drops whatever libzmq still holds (LINGER 0), last words
     included: a stopping node does not wait for slow peers.
 
-    Made by :meth:`connect`, it watches its connection (a libzmq socket
-    monitor, :meth:`broken`): a DEALER whose connection breaks reconnects
-    silently and goes on sending, though what was in flight is lost and
-    the peer (whose inbox may have dropped us for a frame over its
-    ``max_message_size``) sees a gap.  The node ends such a peer instead.
+    It can watch its connection (a libzmq socket monitor, :meth:`broken`):
+    a DEALER whose connection breaks reconnects silently and goes on
+    sending, though what was in flight is lost and the peer (whose inbox
+    may have dropped us for a frame over its ``max_message_size``) sees a
+    gap.  The node ends such a peer instead.  The monitor is made at the
+    first :meth:`broken`, which the node calls once the peer entered: a
+    monitor costs two descriptors, and a forged peer that never says HELLO
+    should cost no more than its socket.
     """
 
     __slots__ = ("_linger_ms", "_monitor", "_sock", "send", "send_nowait")
@@ -243,7 +246,6 @@ class TcpLink:
         descriptors, or ``endpoint`` is not one ZeroMQ can connect to.
         """
         zsock: zmq.Socket[Any] = context().socket(zmq.DEALER)
-        monitor: zmq.Socket[Any] | None = None
         try:
             zsock.setsockopt(zmq.IDENTITY, identity)
             zsock.setsockopt(zmq.SNDHWM, hwm)
@@ -258,19 +260,28 @@ class TcpLink:
                 zsock.setsockopt(zmq.CURVE_SERVERKEY, curve.server)
                 zsock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
                 zsock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
-            # Only disconnections: the one event that says sent messages may be lost.
-            address = f"inproc://trizre-link-{next(_MONITORS)}"
-            zsock.monitor(address, zmq.EVENT_DISCONNECTED)
-            monitor = context().socket(zmq.PAIR)
-            monitor.connect(address)
             zsock.connect(endpoint)
         except BaseException:
             zsock.close(linger=0)
-            if monitor is not None:
-                monitor.close(linger=0)
             raise
         # cork: floods hand libzmq one batch, not each message.
-        return cls(ZSocket(zsock, cork=True), linger_ms, ZSocket(monitor))
+        return cls(ZSocket(zsock, cork=True), linger_ms)
+
+    def _watch(self) -> ZSocket:
+        """The socket monitor, made now if need be; raises ``zmq.ZMQError`` out of descriptors."""
+        if self._monitor is None:
+            # Only disconnections: the one event that says sent messages may be lost.
+            address = f"inproc://trizre-link-{next(_MONITORS)}"
+            self._sock.zmq_socket.monitor(address, zmq.EVENT_DISCONNECTED)
+            monitor: zmq.Socket[Any] = context().socket(zmq.PAIR)
+            try:
+                monitor.connect(address)
+            except BaseException:
+                self._sock.zmq_socket.disable_monitor()
+                monitor.close(linger=0)
+                raise
+            self._monitor = ZSocket(monitor)
+        return self._monitor
 
     @property
     def closed(self) -> bool:
@@ -290,13 +301,15 @@ class TcpLink:
         (or, if its inbox dropped us for a frame over its
         ``max_message_size``, may have ended us already).  Raises
         ``trio.ClosedResourceError`` once the link is closed (also while
-        waiting), and at once for a link made without a monitor.
-        Cancellation: nothing is lost; call it again.
+        waiting), and ``zmq.ZMQError`` when the process is out of
+        descriptors for the monitor.  Cancellation: nothing is lost; call it
+        again.
         """
-        if self._monitor is None:
-            raise trio.ClosedResourceError("this link has no monitor")
+        if self._sock.closed:
+            raise trio.ClosedResourceError("the link is closed")
+        monitor = self._watch()
         while True:
-            event = (await self._monitor.receive())[0]
+            event = (await monitor.receive())[0]
             if len(event) >= 2 and int.from_bytes(event[:2], sys.byteorder) == _DISCONNECTED:
                 return
 

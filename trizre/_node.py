@@ -705,8 +705,6 @@ class Node:
             limits=self._limits,
         )
         peer = PeerSession(protocol, link)
-        if isinstance(link, TcpLink) and self._nursery is not None:
-            self._nursery.start_soon(self._watch_link, peer, link)
         if not link.in_process:
             self._bound_unready(peer)
         self._peers[peer_uuid] = peer
@@ -844,9 +842,10 @@ class Node:
         lost and the peer will see a gap: its messages after it would be
         lost too, silently, while our calls returned.  Ending it reports
         Exit, and later sends raise, until it enters again (its next
-        beacon, or its HELLO, links anew).  A peer that has not said HELLO
-        is left to the handshake timeout (a CURVE server refusing our key
-        breaks the connection at each try).
+        beacon, or its HELLO, links anew).  Started when the peer enters:
+        a peer that has not said HELLO is left to the handshake timeout (a
+        CURVE server refusing our key breaks the connection at each try)
+        and costs no socket monitor.
         """
         try:
             while True:
@@ -857,6 +856,9 @@ class Node:
                     break
         except trio.ClosedResourceError:
             return  # the link was closed: the peer is gone already
+        except zmq.ZMQError as exc:  # out of descriptors: its presence still ends it
+            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch a link: {exc}")
+            return
         # Not logged beyond _forget's debug line: a killed process breaks
         # every link to it at once, and the Exit (trace reason link) says it.
         await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
@@ -1059,6 +1061,8 @@ class Node:
             self._settle(peer)
             self._missed_handshakes.pop(peer.uuid, None)
             self._peers_changed.set()  # for wait_for_peer
+            if isinstance(peer.link, TcpLink) and self._nursery is not None:
+                self._nursery.start_soon(self._watch_link, peer, peer.link)
         for event in events:
             if isinstance(event, Ballot):
                 await self._ballot(peer, event)

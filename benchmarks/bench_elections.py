@@ -221,7 +221,9 @@ def settle_round(
         "outcome": outcome,
         "lowest": next(kind for kind, node in reports if node == want),
         "leaders_after_stop": after,
-        "reports": {f"{kind} {node[:4]}": [x[:4] for x in said] for (kind, node), said in reports.items()},
+        "reports": {
+            f"{kind} {node[:4]}": [x[:4] for x in said] for (kind, node), said in reports.items()
+        },
     }
     if keep is not None and outcome != "agree":
         _keep(keep, agents, result)

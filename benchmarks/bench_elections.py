@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -193,41 +194,47 @@ def settle_round(
             stopping = time.monotonic()
             for agent in agents:
                 agent.stop()
-        # Every node: (kind, id) -> the leaders it reported, in order.
-        reports: dict[tuple[str, str], list[str]] = {}
-        for agent in agents:
-            node_ids = agent.info.get("uuids", [agent.info.get("uuid")])
-            kind = "zyre" if isinstance(agent, ZyreAgent) else "trizre"
-            for i, hex_id in enumerate(node_ids):
-                said = [
-                    uuid.UUID(str(e["peer"])).hex.upper()
-                    for e in agent.history
-                    if e.get("event") == "LEADER" and e.get("node", 0) == i and e["_t"] < stopping
-                ]
-                reports[(kind, uuid.UUID(str(hex_id)).hex.upper())] = said
+    reports = _reports(agents, stopping)
     want = min(node for _, node in reports)
-    # After the stop: whether a node re-elected once a peer stopped (not judged).
-    after = sum(
-        e.get("event") == "LEADER" and e["_t"] >= stopping for a in agents for e in a.history
-    )
-    last = {said[-1] if said else None for said in reports.values()}
-    if None in last:
-        outcome = "unfinished"
-    elif len(last) > 1:
-        outcome = "split"
-    else:
-        outcome = "agree" if last == {want} else "other"
     result = {
-        "outcome": outcome,
+        "outcome": _judge(reports),
+        # As a harness that listens on while the others stop would judge:
+        # trizre nodes that see both zyre nodes go elect among themselves.
+        "outcome_listening_on": _judge(_reports(agents, math.inf)),
         "lowest": next(kind for kind, node in reports if node == want),
-        "leaders_after_stop": after,
         "reports": {
             f"{kind} {node[:4]}": [x[:4] for x in said] for (kind, node), said in reports.items()
         },
     }
-    if keep is not None and outcome != "agree":
+    if keep is not None and result["outcome"] != "agree":
         _keep(keep, agents, result)
     return result
+
+
+def _reports(agents: list[Agent], until: float) -> dict[tuple[str, str], list[str]]:
+    """Every node, as (kind, id): the leaders it reported before ``until``, in order."""
+    reports: dict[tuple[str, str], list[str]] = {}
+    for agent in agents:
+        node_ids = agent.info.get("uuids", [agent.info.get("uuid")])
+        kind = "zyre" if isinstance(agent, ZyreAgent) else "trizre"
+        for i, hex_id in enumerate(node_ids):
+            said = [
+                uuid.UUID(str(e["peer"])).hex.upper()
+                for e in agent.history
+                if e.get("event") == "LEADER" and e.get("node", 0) == i and e["_t"] < until
+            ]
+            reports[(kind, uuid.UUID(str(hex_id)).hex.upper())] = said
+    return reports
+
+
+def _judge(reports: dict[tuple[str, str], list[str]]) -> str:
+    """``agree``, ``split``, ``other`` or ``unfinished`` (see :func:`settle_round`)."""
+    last = {said[-1] if said else None for said in reports.values()}
+    if None in last:
+        return "unfinished"
+    if len(last) > 1:
+        return "split"
+    return "agree" if last == {min(node for _, node in reports)} else "other"
 
 
 def settle_summary(name: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -238,6 +245,7 @@ def settle_summary(name: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "rounds": len(rounds),
         "splits": splits,
         "splits_per_100": round(100 * splits / len(rounds), 1) if rounds else None,
+        "splits_listening_on": sum(r["outcome_listening_on"] == "split" for r in rounds),
         "unfinished": outcomes.count("unfinished"),
         "other": outcomes.count("other"),
         "agree": outcomes.count("agree"),

@@ -15,10 +15,13 @@ is stuck until the membership changes).
 ``--settle`` runs issue 32's scenario instead: two zyre nodes in one
 namespace, two trizre nodes in one process in the other (``--split-trizre``:
 one process each), every node contesting from its start with zyre's default
-timers; after ``--settle-seconds`` each node's *last* LEADER is compared. A
-round is a *split* when two nodes end on different leaders. ``--lowest``
-picks which side holds the lowest id (trizre's ids are drawn to sort below
-or above zyre's), ``--late zyre|trizre`` starts that side a second later.
+timers; after ``--settle-seconds`` each node's *last* LEADER before anyone
+stops is compared. A round is a *split* when two nodes end on different
+leaders. ``--lowest`` picks which side holds the lowest id (trizre's ids
+are drawn to sort below or above zyre's), ``--late zyre|trizre`` starts
+that side a second later; ``--variant NAME`` (repeatable) runs named ones.
+
+    .venv/bin/python benchmarks/bench_elections.py --settle --rounds 100
 
 Needs root (namespaces) and zyre built (``make zyre``).
 """
@@ -133,10 +136,17 @@ FIRST_DIGIT = {"any": "", "trizre": "0", "zyre": "F"}  # trizre ids below, or ab
 
 
 def _trizre_nodes(
-    ns: netns.Namespace, name: str, nodes: int, seconds: float, lowest: str, agent_log: bool
+    ns: netns.Namespace,
+    name: str,
+    nodes: int,
+    seconds: float,
+    lowest: str,
+    agent_log: bool,
+    election_timeout: float = 5.0,
 ) -> Agent:
     """``nodes`` trizre nodes in one process, each contesting G from its start."""
     argv = [sys.executable, "-u", str(NODES_AGENT), "--name", name, "--nodes", str(nodes)]
+    argv += ["--election-timeout", str(election_timeout)]
     argv += ["--contest", "G", "--group", "G", "--interface", ns.interface]
     argv += ["--max-seconds", str(seconds), "--uuid-first-digit", FIRST_DIGIT[lowest]]
     return Agent([*argv, *(["--log"] if agent_log else [])], namespace=ns, label=name)
@@ -150,6 +160,7 @@ def settle_round(
     late: str = "",
     keep: Path | None = None,
     agent_log: bool = False,
+    election_timeout: float = 5.0,
 ) -> dict[str, Any]:
     """Issue 32's scenario once: every node's last LEADER after ``settle`` seconds.
 
@@ -173,11 +184,12 @@ def settle_round(
                     agents.append(ZyreAgent(argv, namespace=a, label=f"z{i}"))
 
             def trizre_side() -> None:
-                if split_trizre:
-                    for i in range(2):
-                        agents.append(_trizre_nodes(b, f"t{i}", 1, 3 * settle, lowest, agent_log))
-                else:
-                    agents.append(_trizre_nodes(b, "t", 2, 3 * settle, lowest, agent_log))
+                for i, nodes in enumerate([1, 1] if split_trizre else [2]):
+                    agents.append(
+                        _trizre_nodes(
+                            b, f"t{i}", nodes, 3 * settle, lowest, agent_log, election_timeout
+                        )
+                    )
 
             sides = [trizre_side, zyre_side] if late == "zyre" else [zyre_side, trizre_side]
             sides[0]()
@@ -237,6 +249,17 @@ def _judge(reports: dict[tuple[str, str], list[str]]) -> str:
     return "agree" if last == {min(node for _, node in reports)} else "other"
 
 
+#: Issue 32's scenario ("main") and its variants, as settle_round's arguments.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "main": {"split_trizre": False, "lowest": "any", "late": ""},
+    "split-trizre": {"split_trizre": True, "lowest": "any", "late": ""},
+    "zyre-lowest": {"split_trizre": False, "lowest": "zyre", "late": ""},
+    "trizre-lowest": {"split_trizre": False, "lowest": "trizre", "late": ""},
+    "zyre-late": {"split_trizre": False, "lowest": "any", "late": "zyre"},
+    "trizre-late": {"split_trizre": False, "lowest": "any", "late": "trizre"},
+}
+
+
 def settle_summary(name: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = [r["outcome"] for r in rounds]
     splits = outcomes.count("split")
@@ -289,36 +312,33 @@ def main() -> int:
     parser.add_argument("--split-trizre", action="store_true", help="one trizre node a process")
     parser.add_argument("--lowest", choices=sorted(FIRST_DIGIT), default="any")
     parser.add_argument("--late", choices=["zyre", "trizre"], default="")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=sorted(VARIANTS),
+        help="with --settle: run these scenarios, --rounds each (instead of the flags above)",
+    )
     args = parser.parse_args()
     reason = netns.netns_available() or zyre_unavailable()
     if reason:
         print(f"bench_elections: SKIPPED, cannot run here: {reason}", file=sys.stderr)
         return 0
     results = []
-    if args.settle:
-        name = "settle" + "".join(
-            f"-{part}"
-            for part in (
-                "split-trizre" if args.split_trizre else "",
-                f"{args.lowest}-lowest" if args.lowest != "any" else "",
-                f"{args.late}-late" if args.late else "",
-            )
-            if part
-        )
+    scenarios: dict[str, dict[str, Any]] = {}
+    if args.settle and args.variant:
+        scenarios = {name: VARIANTS[name] for name in args.variant}
+    elif args.settle:
+        flags = {"split_trizre": args.split_trizre, "lowest": args.lowest, "late": args.late}
+        named = [name for name, kwargs in VARIANTS.items() if kwargs == flags]
+        scenarios = {named[0] if named else json.dumps(flags): flags}
+    for name, kwargs in scenarios.items():
         rounds = []
         for i in range(args.rounds):
-            keep = None if args.keep is None else args.keep / f"{name}-round-{i}"
+            keep = None if args.keep is None else args.keep / f"settle-{name}-round-{i}"
             rounds.append(
-                settle_round(
-                    args.settle_seconds,
-                    split_trizre=args.split_trizre,
-                    lowest=args.lowest,
-                    late=args.late,
-                    keep=keep,
-                    agent_log=args.agent_log,
-                )
+                settle_round(args.settle_seconds, keep=keep, agent_log=args.agent_log, **kwargs)
             )
-            print(f"{name} round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
+            print(f"settle {name} round {i}: {rounds[-1]}", file=sys.stderr, flush=True)
         results.append(settle_summary(name, rounds))
         print(json.dumps(results[-1]), flush=True)
     for name in [] if args.settle else args.mix or ["zyre", "mixed", "trizre"]:

@@ -40,9 +40,7 @@ what they would from zyre, and changes what it decides with them:
 * **Decided at the first LEADER.** A LEADER is sent only once the origin
   has heard from every member, so every member carries the wave: the
   leader is reported then (once: the same leader elected again is no
-  news). The run is kept to count the other LEADERs. A member that joins
-  while it is kept gets our LEADER too: HELLOs cross, and a zyre member
-  that knew us first counts one from us.
+  news). The run is kept to count the other LEADERs.
 * **The lowest contester wins.** A contester never carries a higher wave
   than its own: it starts its own instead (zyre carries any wave when none
   runs, so a higher contester could win). A wave higher than the leader
@@ -67,9 +65,11 @@ what they would from zyre, and changes what it decides with them:
 * **Doubtful elections are repaired too** (issue 32), even if every
   LEADER came: zyre passes a LEADER on with the id of the wave it carries,
   not the one received, so a LEADER naming a higher wave than ours means
-  zyre members counting it may end on that id; and a member that takes
-  our wave up again after passing its LEADER on is a zyre member whose
-  count restarted, which may never end.
+  zyre members counting it may end on that id; a member that takes our
+  wave up again after passing its LEADER on is a zyre member whose count
+  restarted, which may never end; and a member met while the decided run
+  still counts LEADERs may have known us first (HELLOs cross) and count a
+  LEADER we never sent it.
 
 Nodes that do not contest take part all the same: they pass waves on and
 echo them. Only contesters start waves of their own, so only a contester
@@ -279,11 +279,10 @@ class Elections:
         run = self._runs.get(group)
         if run is not None and run.passed_leader and peer not in run.told and not _repair(run.caw):
             # Decided here, and counting LEADERs still: it may have known us
-            # before we knew it (HELLOs cross), and then counts our LEADER,
-            # which never went to it. A newcomer to the group learns the
-            # leader so too (a zyre one then runs its wave, and loses).
-            run.told.add(peer)
-            return [SendLeader((peer,), group, run.caw)]
+            # before we knew it (HELLOs cross), and a zyre member then counts
+            # our LEADER, which never went to it. Sent now, it could find a
+            # zyre member restarted by our HELLO: a repair is safe.
+            run.doubted = True
         if run is not None and not run.passed_leader:
             if peer in run.sent or peer == run.father:
                 return []

@@ -838,8 +838,11 @@ class Node:
 
     async def _elect(self, actions: Sequence[ElectionAction]) -> None:
         """Send what the elections ask, report what they decided."""
+        if actions or self._elections.deadline() < math.inf:
+            # An election may have begun, or (with nothing to send) a repair
+            # been set to rerun the leader's wave: the keeper must wake for it.
+            self._presence_due(self._elections.deadline())
         if actions:
-            self._presence_due(self._elections.deadline())  # an election may have begun
             log.debug("%s: elections: %s", self._name, actions)
         for action in actions:
             if isinstance(action, Elected):

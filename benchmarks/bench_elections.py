@@ -29,12 +29,15 @@ Needs root (namespaces) and zyre built (``make zyre``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +155,27 @@ def _trizre_nodes(
     return Agent([*argv, *(["--log"] if agent_log else [])], namespace=ns, label=name)
 
 
+_NETNS_SETUP = threading.Lock()
+
+
+@contextlib.contextmanager
+def _netns_pair() -> Iterator[netns.NetnsPair]:
+    """``open_netns_pair``, safe for rounds run at once in threads.
+
+    A pair's removal keeps killing what runs in its namespaces for a moment
+    after they are gone, found by inode; a pair made meanwhile can get such
+    an inode again (seen: its ``ip`` killed). Made and removed one at a time.
+    """
+    with _NETNS_SETUP:
+        opened = netns.open_netns_pair()
+        pair = opened.__enter__()
+    try:
+        yield pair
+    finally:
+        with _NETNS_SETUP:
+            opened.__exit__(*sys.exc_info())
+
+
 def settle_round(
     settle: float,
     *,
@@ -171,7 +195,7 @@ def settle_round(
     id), ``split`` (two nodes end on different leaders), ``other`` (one
     leader, not the lowest) or ``unfinished`` (some node reported none).
     """
-    with netns.open_netns_pair() as (a, b):
+    with _netns_pair() as (a, b):
         agents: list[Agent] = []
         try:
 

@@ -103,6 +103,11 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_forged_leave.py --seconds 20 --curve \
 		--json benchmarks/results/forged_leave_curve.json
 	$(BIN)/python benchmarks/bench_elections.py --rounds 20 --json benchmarks/results/elections.json
+	$(BIN)/python benchmarks/bench_elections.py --settle --rounds 100 \
+		--json benchmarks/results/elections_settle.json
+	$(BIN)/python benchmarks/bench_elections.py --settle --rounds 10 --variant split-trizre \
+		--variant zyre-lowest --variant trizre-lowest --variant zyre-late --variant trizre-late \
+		--json benchmarks/results/elections_settle_variants.json
 	$(BIN)/python benchmarks/bench_freelance.py --json benchmarks/results/freelance.json
 	$(BIN)/python benchmarks/bench_titanic.py --json benchmarks/results/titanic.json
 	$(BIN)/python benchmarks/bench_services_load.py --json benchmarks/results/services_load.json

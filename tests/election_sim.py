@@ -236,9 +236,14 @@ class Network:
 
     # ------------------------------------------------------------- driving
 
-    def meet(self) -> None:
-        """Every node will hear every other's beacon, in an order the generator picks."""
-        self.beacons = [(a, b) for a in self.alive for b in self.alive if a != b]
+    def meet(self, among: Collection[uuid.UUID] | None = None) -> None:
+        """Every node will hear every other's beacon, in an order the generator picks.
+
+        ``among``: only those nodes hear each other, for now (nodes of one
+        process, which link in memory, meet before they meet the others).
+        """
+        nodes = [u for u in self.alive if among is None or u in among]
+        self.beacons = [(a, b) for a in nodes for b in nodes if a != b]
 
     def leave(self, gone: uuid.UUID) -> None:
         """``gone`` stops: its links die now, each member learns it (EXIT) at a random time."""

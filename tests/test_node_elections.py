@@ -175,3 +175,47 @@ async def test_ballots_that_name_no_node_change_nothing(
                 assert node.peers() == [raw.uuid]  # the peer is still there
                 assert node.leader(GROUP) is None  # and nothing was decided
                 assert "not ours" not in node._elections._runs
+
+
+async def test_a_doubtful_election_is_repaired_and_the_leader_rerun_on_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 32 on a node: a LEADER naming another wave, after ours, means a repair.
+
+    The peer wins, then passes on a LEADER for a higher id (as a zyre peer
+    passes on the wave *it* carried): two timeouts after the decision the
+    node resets the election with a wave below every id, and once that has
+    gone round it reruns the leader's wave a tenth of a timeout later, though
+    the last LEADER of the reset asked nothing to be sent (the node's timer
+    must wake for it all the same).
+    """
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "n", beacon_port=free_udp_port(), election_timeout=1.0, **MEMORY
+        ) as node:
+            events = node.events()
+            await node.join(GROUP)
+            async with memory_raw_peer(node) as raw:
+                await raw.hello(groups=(GROUP,))
+                await next_event(events, trizre.Join)
+                assert isinstance(await raw.receive(), wire.Hello)
+                ours = wire.election_body(GROUP, node_id(raw.uuid))
+                await raw.send(wire.Elect(raw.next_seq(), ours))
+                assert (await raw.receive()).body == ours  # the echo
+                await raw.send(wire.Leader(raw.next_seq(), ours))
+                assert (await raw.receive()).body == ours  # passed on: decided
+                decided = trio.current_time()
+                assert node.leader(GROUP) == raw.uuid
+                higher = wire.election_body(GROUP, "F" * 32)
+                await raw.send(wire.Leader(raw.next_seq(), higher))
+                reset = await raw.receive()
+                assert isinstance(reset, wire.Elect)
+                assert trio.current_time() - decided == 2.0
+                await raw.send(wire.Elect(raw.next_seq(), reset.body))  # its echo
+                assert isinstance(await raw.receive(), wire.Leader)  # the reset's
+                await raw.send(wire.Leader(raw.next_seq(), reset.body))
+                went_round = trio.current_time()
+                rerun = await raw.receive()
+                assert isinstance(rerun, wire.Elect) and rerun.body == ours
+                assert trio.current_time() - went_round == pytest.approx(0.1)
+                assert node.leader(GROUP) == raw.uuid

@@ -62,6 +62,14 @@ what they would from zyre, and changes what it decides with them:
   round, the node runs the leader's wave again (a node takes up its own
   id's wave and leads it, as zyre does), and everyone ends that election.
   At most three repairs per group until its membership changes.
+* **Doubtful elections are repaired too** (issue 32), even if every
+  LEADER came: zyre passes a LEADER on with the id of the wave it carries,
+  not the one received, so a LEADER naming a higher wave than ours means
+  zyre members counting it may end on that id; a member that takes our
+  wave up again after passing its LEADER on is a zyre member whose count
+  restarted, which may never end; and a member met while the decided run
+  still counts LEADERs may have known us first (HELLOs cross) and count a
+  LEADER we never sent it.
 
 Nodes that do not contest take part all the same: they pass waves on and
 echo them. Only contesters start waves of their own, so only a contester
@@ -149,6 +157,10 @@ class _Run:
     echoed: bool = False  # we echoed to the father (or, as origin, sent LEADER)
     passed_leader: bool = False  # the wave's LEADER went out from here: decided
     heard_leader: set[UUID] = attrs.Factory(set)
+    told: set[UUID] = attrs.Factory(set)  # members we sent this run's LEADER to
+    # Some zyre member may end this election on another leader, or never
+    # (Elections.leader, elect): repaired once decided, even if every LEADER came.
+    doubted: bool = False
 
 
 @final
@@ -215,7 +227,7 @@ class Elections:
             if (
                 run.passed_leader
                 and not _repair(run.caw)
-                and not run.heard_leader.issuperset(members)
+                and (run.doubted or not run.heard_leader.issuperset(members))
                 and self._repairs.get(group, 0) < _MAX_REPAIRS
             ):
                 actions += self._repair(group, members, now)
@@ -229,7 +241,7 @@ class Elections:
                 # Stuck, in a zyre member's count most likely (see above): no
                 # lower wave has come in all this time, so this one won. A
                 # zyre member carrying it ends its election on the LEADERs.
-                self._decided(run, now)
+                self._decided(run, members, now)
                 if members:
                     actions.append(SendLeader(tuple(members), group, run.caw))
                 actions += self._decide(group, run.caw)
@@ -265,6 +277,12 @@ class Elections:
         self._repairs.pop(group, None)
         self._gone.get(group, {}).pop(node_id(peer), None)
         run = self._runs.get(group)
+        if run is not None and run.passed_leader and peer not in run.told and not _repair(run.caw):
+            # Decided here, and counting LEADERs still: it may have known us
+            # before we knew it (HELLOs cross), and a zyre member then counts
+            # our LEADER, which never went to it. Sent now, it could find a
+            # zyre member restarted by our HELLO: a repair is safe.
+            run.doubted = True
         if run is not None and not run.passed_leader:
             if peer in run.sent or peer == run.father:
                 return []
@@ -371,6 +389,10 @@ class Elections:
                 run.heard |= early - {peer}
             else:
                 run.early.add(peer)
+                if run.passed_leader and peer in run.heard_leader and not _repair(run.caw):
+                    # It passed the LEADER on, then took the wave up again: a
+                    # zyre member whose count restarted, and may never end.
+                    run.doubted = True
                 return actions
         if candidate != run.caw:
             return actions  # a higher challenger than our wave's: ignored, as zyre
@@ -393,9 +415,17 @@ class Elections:
             standing = self._standing(group, members)
             if leader in map(node_id, members) and (standing is None or leader < standing):
                 return self._decide(group, leader)
+            if standing is not None and leader > standing and not _repair(leader):
+                self._doubt_decided(group, standing, members, now)  # as below
             return []
         if leader > run.caw:
-            return []  # from a run we have left: the election now running will tell
+            # From a run we have left: the election now running will tell
+            # us. Or a zyre member's: it passes on, at its first LEADER, the
+            # LEADER of the wave *it* carries, and the zyre members counting
+            # that one may end on it. Repaired once this run is decided.
+            if not _repair(leader) and not _repair(run.caw):
+                run.doubted = True
+            return []
         if leader < run.caw:
             # A lower wave won without us (we restarted ours under it): it stands.
             del self._runs[group]
@@ -403,7 +433,7 @@ class Elections:
         actions: list[ElectionAction] = []
         if not run.passed_leader and leader != self.me:
             # Decided: the origin heard from every member, so all carry its wave.
-            self._decided(run, now)
+            self._decided(run, members, now)
             actions.append(SendLeader(tuple(members), group, leader))
             if not _repair(leader):
                 actions += self._decide(group, leader)
@@ -436,7 +466,7 @@ class Elections:
             run.echoed = True
             ours = run.father is None and _repair(run.caw)
             if run.caw == self.me or ours:
-                self._decided(run, now)
+                self._decided(run, members, now)
                 if members:
                     actions.append(SendLeader(tuple(members), group, run.caw))
                 if not ours:
@@ -444,7 +474,7 @@ class Elections:
             elif run.father is not None and run.father in members:
                 actions.append(SendElect((run.father,), group, run.caw))
             # else: we rerun another's wave; its LEADER comes from it.
-        if run.passed_leader and run.heard_leader.issuperset(members):
+        if run.passed_leader and run.heard_leader.issuperset(members) and not run.doubted:
             del self._runs[group]  # every member has heard: nothing more will come
             if run.father is None and _repair(run.caw):
                 # Our reset went round. Rerun the leader's wave once its last
@@ -492,14 +522,29 @@ class Elections:
             known.add(self.me)
         return min(known, default="~")
 
-    def _decided(self, run: _Run, now: float) -> None:
+    def _decided(self, run: _Run, members: Collection[UUID], now: float) -> None:
         """The run's LEADER goes out from here: keep the run for the LEADERs to come.
 
         Looked at again two timeouts on, after any other member's timeout
         has fired: their LEADERs would cross a repair.
         """
         run.passed_leader = True
+        run.told = set(members)
         run.due = now + 2 * self.timeout
+
+    def _doubt_decided(
+        self, group: str, leader: str, members: Collection[UUID], now: float
+    ) -> None:
+        """Doubt the election that ended here on ``leader``: keep it decided, for poll to repair.
+
+        Kept as a decided run is once every LEADER came, so a new run of
+        the same wave restarts it as usual.
+        """
+        every = set(members)
+        run = _Run(leader, None, now, sent=every, heard=set(every), echoed=True, doubted=True)
+        run.heard_leader = set(every)
+        self._decided(run, members, now)
+        self._runs[group] = run
 
     def _set_aside(self, group: str, candidate: str, peer: UUID) -> None:
         """Keep the lowest wave ignored while a leader stood: one wave, each sender once."""

@@ -958,8 +958,11 @@ class Node:
 
     async def _elect(self, actions: Sequence[ElectionAction]) -> None:
         """Send what the elections ask, report what they decided."""
+        if actions or self._elections.deadline() < math.inf:
+            # An election may have begun, or (with nothing to send) a repair
+            # been set to rerun the leader's wave: the keeper must wake for it.
+            self._presence_due(self._elections.deadline())
         if actions:
-            self._presence_due(self._elections.deadline())  # an election may have begun
             if log.isEnabledFor(logging.DEBUG):  # peers' ballots cause these: rate-limited
                 self._log_rarely("elections", logging.DEBUG, f"{self._name}: elections: {actions}")
         for action in actions:

@@ -962,9 +962,8 @@ class Node:
             # An election may have begun, or (with nothing to send) a repair
             # been set to rerun the leader's wave: the keeper must wake for it.
             self._presence_due(self._elections.deadline())
-        if actions:
-            if log.isEnabledFor(logging.DEBUG):  # peers' ballots cause these: rate-limited
-                self._log_rarely("elections", logging.DEBUG, f"{self._name}: elections: {actions}")
+        if actions and log.isEnabledFor(logging.DEBUG):  # peers' ballots cause these: rate-limited
+            self._log_rarely("elections", logging.DEBUG, f"{self._name}: elections: {actions}")
         for action in actions:
             if isinstance(action, Elected):
                 winner = UUID(hex=action.leader)

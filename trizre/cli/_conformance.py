@@ -1,0 +1,68 @@
+"""``trizre conformance TARGET``: run the ZRE conformance suite against an implementation."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import trio
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help="'trizre' (the agent shipped with trizre), 'beacons' (a node already beaconing "
+        "on --port, no agent), or the command line of an agent (one argument, quoted)",
+    )
+    parser.add_argument(
+        "--interface",
+        default="lo",
+        help="the interface the suite and the target use (default: lo; the suite sends "
+        "nowhere else)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, help="UDP beacon port (default: a free one)"
+    )
+    parser.add_argument(
+        "--case", action="append", default=None, metavar="ID", help="run only this case (repeat)"
+    )
+    parser.add_argument(
+        "--passive-only", action="store_true", help="mark the active cases not applicable"
+    )
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--html", type=Path, default=None, help="also write an HTML report here")
+
+
+def main(args: argparse.Namespace) -> int:
+    """0 when no case failed, 1 when one did (or the target could not be run)."""
+    from ..conformance import CASES, SetupError, run_suite  # noqa: PLC0415
+    from ..conformance._report import as_html, as_json, table  # noqa: PLC0415
+
+    if args.list:
+        for case in CASES:
+            print(f"{case.id:22} {case.kind:8} {case.clause}")
+        return 0
+    if args.target is None:
+        print("trizre conformance: TARGET is required (or --list)", file=sys.stderr)
+        return 2
+    try:
+        report = trio.run(
+            lambda: run_suite(
+                args.target,
+                interface=args.interface,
+                beacon_port=args.port,
+                cases=args.case,
+                passive_only=args.passive_only,
+            )
+        )
+    except (SetupError, ValueError, OSError) as exc:
+        print(f"trizre conformance: {exc}", file=sys.stderr)
+        return 1
+    print(as_json(report) if args.json else table(report))
+    if args.html is not None:
+        args.html.write_text(as_html(report), encoding="utf-8")
+    return 0 if report.ok else 1

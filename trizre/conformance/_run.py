@@ -1,0 +1,234 @@
+"""Running the suite: start the target, find it by its beacons, run each case."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ._agent import AgentError, AgentProcess, start_agent, stop_agent
+from ._cases import Case, select
+from ._harness import BeaconRadio, Fail, Harness, NotApplicable, Profile, interface_named
+
+Status = Literal["pass", "fail", "n/a", "error"]
+
+#: Shorthand targets: the agents this package ships.
+BUILTIN_AGENTS: dict[str, list[str]] = {
+    "trizre": [sys.executable, "-m", "trizre.conformance.trizre_agent"],
+}
+
+
+@attrs.frozen
+class Result:
+    """One case's outcome.  ``sent``/``expected``/``got`` are set for a fail,
+    ``reason`` for not applicable or an error of the suite itself."""
+
+    id: str
+    title: str
+    clause: str
+    kind: str
+    status: Status
+    seconds: float
+    sent: str = ""
+    expected: str = ""
+    got: str = ""
+    reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class Report:
+    """The whole run: what was tested, how, and every case's result."""
+
+    target: str
+    interface: str
+    beacon_port: int
+    target_uuid: str
+    results: tuple[Result, ...]
+    seconds: float
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "fail": 0, "n/a": 0, "error": 0}
+        for result in self.results:
+            out[result.status] += 1
+        return out
+
+    @property
+    def ok(self) -> bool:
+        """No case failed and none broke."""
+        counts = self.counts()
+        return counts["fail"] == 0 and counts["error"] == 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "interface": self.interface,
+            "beacon_port": self.beacon_port,
+            "target_uuid": self.target_uuid,
+            "seconds": round(self.seconds, 2),
+            "counts": self.counts(),
+            "results": [r.as_json() for r in self.results],
+        }
+
+
+class SetupError(RuntimeError):
+    """The target could not be started or found: no case ran."""
+
+
+def free_udp_port(address: str) -> int:
+    """A UDP port nobody uses on ``address`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind((address, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def target_argv(target: str) -> list[str] | None:
+    """The agent command for TARGET, or ``None`` when TARGET names a running node.
+
+    ``trizre`` is the agent shipped here; ``beacons`` (no agent) means
+    "a node already beaconing on the port"; anything else is a command line.
+    """
+    if target in BUILTIN_AGENTS:
+        return list(BUILTIN_AGENTS[target])
+    if target == "beacons":
+        return None
+    argv = shlex.split(target)
+    if not argv:
+        raise ValueError("TARGET is empty")
+    return argv
+
+
+async def run_suite(
+    target: str,
+    *,
+    interface: str = "lo",
+    beacon_port: int | None = None,
+    cases: Sequence[str] | None = None,
+    profile: Profile | None = None,
+    passive_only: bool = False,
+    find_timeout: float = 20.0,
+) -> Report:
+    """Run the suite against TARGET (see :func:`target_argv`) on ``interface``.
+
+    The agent (if any) is told the interface, a free beacon port (or
+    ``beacon_port``), short presence timeouts and one group and header the
+    cases look for; it is stopped at the end, also on cancellation.
+
+    Raises:
+        SetupError: the agent did not start, or no beacon of the target was
+            heard within ``find_timeout`` s.
+        ValueError: an unknown case id or interface.
+    """
+    profile = profile or Profile()
+    chosen = select(list(cases) if cases is not None else None)
+    iface = interface_named(interface)
+    if beacon_port is None:
+        beacon_port = free_udp_port(str(iface.address))
+    argv = target_argv(target)
+    wall = time.monotonic()
+    radio = BeaconRadio(iface, beacon_port)
+    await radio.bind()
+    results: list[Result] = []
+    agent: AgentProcess | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(radio.listen)
+            if argv is not None:
+                config = {
+                    "name": "conformance-target",
+                    "interface": interface,
+                    "port": beacon_port,
+                    "beacon_interval": 0.25,
+                    "evasive": profile.evasive,
+                    "expired": profile.expired,
+                    "headers": {"X-Conformance": "yes"},
+                    "groups": ["conformance-pre"],
+                }
+                try:
+                    agent = await start_agent(argv, config, nursery, startup=find_timeout)
+                except (AgentError, OSError) as exc:
+                    raise SetupError(f"cannot start the target: {exc}") from exc
+            info = await radio.wait_for_stranger(set(), find_timeout)
+            if info is None:
+                raise SetupError(
+                    f"heard no beacon on {iface.name} port {beacon_port} in {find_timeout} s"
+                )
+            if agent is not None and agent.info.get("uuid") not in (None, info.uuid.hex):
+                raise SetupError(
+                    f"the agent says UUID {agent.info.get('uuid')} but beacons {info.uuid.hex}"
+                )
+            harness = Harness(iface, radio, info, profile, agent, nursery)
+            for one in chosen:
+                results.append(await _run_case(harness, one, passive_only))
+            nursery.cancel_scope.cancel()
+    finally:
+        if agent is not None:
+            await stop_agent(agent)
+        radio.close()
+    return Report(
+        target,
+        iface.name,
+        beacon_port,
+        info.uuid.hex,
+        tuple(results),
+        time.monotonic() - wall,
+    )
+
+
+async def _run_case(h: Harness, case: Case, passive_only: bool) -> Result:
+    began = time.monotonic()
+
+    def result(status: Status, **more: str) -> Result:
+        return Result(
+            case.id,
+            case.title,
+            case.clause,
+            case.kind,
+            status,
+            round(time.monotonic() - began, 3),
+            **more,
+        )
+
+    if passive_only and case.kind == "active":
+        return result("n/a", reason="active case (run without --passive-only)")
+    if "agent" in case.needs and h.agent is None:
+        return result("n/a", reason="needs an agent")
+    try:
+        try:
+            with trio.fail_after(60):
+                await case.run(h)
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+    except Fail as fail:
+        return result("fail", sent=fail.sent, expected=fail.expected, got=fail.got)
+    except NotApplicable as why:
+        return result("n/a", reason=str(why))
+    except trio.TooSlowError:
+        return result("error", reason="the case did not finish in 60 s")
+    except (OSError, AgentError, RuntimeError, ValueError) as exc:
+        return result("error", reason=f"{type(exc).__name__}: {exc}")
+    return result("pass")
+
+
+def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a case's nurseries wrapped, or the group itself."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else group

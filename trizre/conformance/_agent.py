@@ -82,14 +82,19 @@ class AgentProcess:
 
     async def _read(self) -> None:
         assert self.proc.stdout is not None
-        buffer = b""
+        # A bytearray and a scan position: an agent may write a line of
+        # tens of megabytes (a big WHISPER), which must not cost quadratic time.
+        buffer = bytearray()
+        scanned = 0
         async for chunk in self.proc.stdout:
             buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self._add(line)
+            while (end := buffer.find(b"\n", scanned)) >= 0:
+                self._add(bytes(buffer[:end]))
+                del buffer[: end + 1]
+                scanned = 0
+            scanned = len(buffer)
         if buffer:
-            self._add(buffer)
+            self._add(bytes(buffer))
         self.eof = True
         self._wake()
 

@@ -67,6 +67,7 @@ class TargetInfo:
     port: int
     beacon_version: int
     beacon_size: int
+    beacon: bytes
 
     @property
     def endpoint(self) -> str:
@@ -100,26 +101,29 @@ class BeaconRadio:
         await self._out.sendto(data, (str(self.interface.broadcast), self.port))
 
     async def listen(self) -> None:
-        """Record the latest valid beacon of every UUID (runs until cancelled)."""
+        """Record the latest beacon-like datagram of every UUID (runs until cancelled).
+
+        Anything of at least 22 octets starting ``ZRE`` counts, valid or not,
+        so that a target whose own beacons are malformed is still found (and
+        then failed by ``beacon-target-format``).
+        """
         while True:
             data, (host, _port) = await self._in.recvfrom(255)
-            try:
-                beacon = wire.decode_beacon(data)
-            except wire.DecodeError:
+            if len(data) < 22 or data[:3] != b"ZRE":
                 continue
-            self.heard[beacon.uuid] = (bytes(data), host, trio.current_time())
+            key = uuid.UUID(bytes=bytes(data[4:20]))
+            self.heard[key] = (bytes(data), host, trio.current_time())
             self._changed.set()
             self._changed = trio.Event()
 
     async def wait_for_stranger(self, ours: set[uuid.UUID], within: float) -> TargetInfo | None:
-        """The first beacon whose UUID is not one of ``ours``: the target's."""
+        """The first beacon with a port whose UUID is not one of ``ours``: the target's."""
         with trio.move_on_after(within):
             while True:
                 for key, (data, host, _t) in self.heard.items():
-                    if key not in ours:
-                        beacon = wire.decode_beacon(data)
-                        if beacon.port:
-                            return TargetInfo(key, host, beacon.port, beacon.version, len(data))
+                    port = int.from_bytes(data[20:22], "big")
+                    if key not in ours and port:
+                        return TargetInfo(key, host, port, data[3], len(data), data)
                 await self._changed.wait()
         return None
 
@@ -314,10 +318,20 @@ class Harness:
         return self.agent
 
     @asynccontextmanager
-    async def peer(self, name: str = "conformance") -> AsyncIterator[FakePeer]:
-        """A fresh fake peer with its own UUID and mailbox, closed at the end of the block."""
+    async def peer(
+        self, name: str = "conformance", *, round_port: bool = False
+    ) -> AsyncIterator[FakePeer]:
+        """A fresh fake peer with its own UUID and mailbox, closed at the end of the block.
+
+        ``round_port``: a mailbox port whose low octet is zero, so that a
+        beacon cut short by its last octet still names it (when read as if
+        zero-padded, as a lax parser would).
+        """
         sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
-        port = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
+        if round_port:
+            port = _bind_round(sock, str(self.interface.address))
+        else:
+            port = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
         peer = FakePeer(self, name, ZSocket(sock), port)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(peer._pump)
@@ -331,6 +345,16 @@ class Harness:
                     with trio.CancelScope(shield=True), trio.move_on_after(1):
                         await peer.beacon(port=0)
                 peer.close()
+
+
+def _bind_round(sock: zmq.Socket[Any], address: str) -> int:
+    for port in range(0xC100, 0xFF00, 0x100):
+        try:
+            sock.bind(f"tcp://{address}:{port}")
+        except zmq.ZMQError:
+            continue
+        return port
+    raise OSError("no free TCP port with a zero low octet in 49408..65280")
 
 
 def interface_named(name: str) -> Interface:

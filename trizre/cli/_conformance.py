@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--passive-only", action="store_true", help="mark the active cases not applicable"
     )
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="run the target in a network namespace of its own and the suite in another, "
+        "joined by a veth pair (needs root; required for zyre and pyre)",
+    )
+    parser.add_argument("--target-interface", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--target-netns", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report here")
@@ -49,6 +58,9 @@ def main(args: argparse.Namespace) -> int:
     if args.target is None:
         print("trizre conformance: TARGET is required (or --list)", file=sys.stderr)
         return 2
+    if args.netns:
+        return _in_namespaces(args)
+    prefix = [] if args.target_netns is None else ["ip", "netns", "exec", args.target_netns]
     try:
         report = trio.run(
             lambda: run_suite(
@@ -57,6 +69,8 @@ def main(args: argparse.Namespace) -> int:
                 beacon_port=args.port,
                 cases=args.case,
                 passive_only=args.passive_only,
+                target_interface=args.target_interface,
+                target_prefix=prefix,
             )
         )
     except (SetupError, ValueError, OSError) as exc:
@@ -66,3 +80,28 @@ def main(args: argparse.Namespace) -> int:
     if args.html is not None:
         args.html.write_text(as_html(report), encoding="utf-8")
     return 0 if report.ok else 1
+
+
+def _in_namespaces(args: argparse.Namespace) -> int:
+    """Make two namespaces, run this command again inside the suite's, relay its exit code."""
+    from ..conformance._netns import namespace_pair  # noqa: PLC0415
+
+    try:
+        with namespace_pair() as (suite, target):
+            argv = [sys.executable, "-m", "trizre", "conformance", args.target]
+            argv += ["--interface", suite.interface, "--target-interface", target.interface]
+            argv += ["--target-netns", target.name]
+            if args.port is not None:
+                argv += ["--port", str(args.port)]
+            for case in args.case or ():
+                argv += ["--case", case]
+            if args.passive_only:
+                argv.append("--passive-only")
+            if args.json:
+                argv.append("--json")
+            if args.html is not None:
+                argv += ["--html", str(args.html.resolve())]
+            return subprocess.run([*suite.prefix(), *argv], check=False).returncode
+    except RuntimeError as exc:
+        print(f"trizre conformance: {exc}", file=sys.stderr)
+        return 1

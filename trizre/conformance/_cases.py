@@ -189,6 +189,7 @@ async def beacon_v3_zero_key(h: Harness) -> None:
     async with h.peer() as peer:
         plain = await _accepts(h, peer, peer.beacon_bytes(version=3) + bytes(range(1, 33)))
     if not plain:
+        await _still_alive(h, "54-octet version-3 beacons")
         raise NotApplicable("the target ignores keyed beacons altogether (no CURVE)")
     async with h.peer() as peer:
         data = peer.beacon_bytes(version=3) + b"\x00" + bytes(range(1, 32))
@@ -223,6 +224,7 @@ async def beacon_v3_unkeyed(h: Harness) -> None:
             )
         if h.target.beacon_version == 3 and not accepted:
             raise Fail("22-octet v3 beacons", "the target connects and sends HELLO", peer.seen())
+    await _still_alive(h, "22-octet version-3 beacons")
 
 
 @case(
@@ -238,6 +240,7 @@ async def beacon_own_uuid(h: Harness) -> None:
         await _no_hello(
             h, peer, f"beacons with the target's UUID and our port {peer.port}", "discarded"
         )
+    await _still_alive(h, "beacons carrying the target's UUID")
 
 
 @case(

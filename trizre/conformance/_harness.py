@@ -50,7 +50,7 @@ class Profile:
     """
 
     reply: float = 5.0
-    quiet: float = 1.5
+    quiet: float = 1.0
     beacon: float = 0.25
     evasive: float = 1.5
     expired: float = 4.0
@@ -90,6 +90,7 @@ class BeaconRadio:
         self._in.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._in.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self.heard: dict[uuid.UUID, tuple[bytes, str, float]] = {}
+        self.ours: set[uuid.UUID] = set()  # our fake peers' UUIDs: never the target
         self._changed = trio.Event()
 
     async def bind(self) -> None:
@@ -116,13 +117,18 @@ class BeaconRadio:
             self._changed.set()
             self._changed = trio.Event()
 
-    async def wait_for_stranger(self, ours: set[uuid.UUID], within: float) -> TargetInfo | None:
-        """The first beacon with a port whose UUID is not one of ``ours``: the target's."""
+    async def wait_for_stranger(
+        self, seen: set[uuid.UUID], within: float, wanted: uuid.UUID | None = None
+    ) -> TargetInfo | None:
+        """The target's beacon: from ``wanted`` if given, else the first with a port whose
+        UUID is neither ours nor in ``seen`` (targets that died)."""
         with trio.move_on_after(within):
             while True:
                 for key, (data, host, _t) in self.heard.items():
                     port = int.from_bytes(data[20:22], "big")
-                    if key not in ours and port:
+                    if wanted is not None and key != wanted:
+                        continue
+                    if key not in seen and key not in self.ours and port:
                         return TargetInfo(key, host, port, data[3], len(data), data)
                 await self._changed.wait()
         return None
@@ -333,6 +339,7 @@ class Harness:
         else:
             port = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
         peer = FakePeer(self, name, ZSocket(sock), port)
+        self.radio.ours.add(peer.uuid)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(peer._pump)
             nursery.start_soon(peer._beacon_loop)

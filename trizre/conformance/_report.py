@@ -37,6 +37,8 @@ def table(report: Report, width: int = 100) -> str:
                 ) or [f"    {label}:"]
         else:
             lines.append(f"    {r.reason}")
+    if report.restarts:
+        lines += ["", "the target died and was started again after: " + ", ".join(report.restarts)]
     counts = report.counts()
     lines += [
         "",
@@ -86,7 +88,13 @@ def as_html(report: Report) -> str:
         f"<p>Interface {e(report.interface)}, beacon port {report.beacon_port}, target UUID "
         f"<code>{e(report.target_uuid)}</code>. {counts['pass']} passed, {counts['fail']} failed, "
         f"{counts['n/a']} not applicable, {counts['error']} errors in {report.seconds:.1f} s.</p>"
-        "<table><tr><th>result</th><th>case</th><th>checks</th><th>clause</th><th>details</th></tr>"
+        + (
+            f"<p>The target died and was started again after: {e(', '.join(report.restarts))}.</p>"
+            if report.restarts
+            else ""
+        )
+        + "<table><tr><th>result</th><th>case</th><th>checks</th><th>clause</th>"
+        + "<th>details</th></tr>"
         + "\n".join(rows)
         + "</table></body></html>\n"
     )

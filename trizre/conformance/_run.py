@@ -6,6 +6,7 @@ import shlex
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ Status = Literal["pass", "fail", "n/a", "error"]
 #: Shorthand targets: the agents this package ships.
 BUILTIN_AGENTS: dict[str, list[str]] = {
     "trizre": [sys.executable, "-m", "trizre.conformance.trizre_agent"],
+    "zyre": [sys.executable, "-m", "trizre.conformance.zyre_agent"],
+    "pyre": [sys.executable, "-m", "trizre.conformance.pyre_agent"],
 }
 
 
@@ -54,6 +57,9 @@ class Report:
     target_uuid: str
     results: tuple[Result, ...]
     seconds: float
+    agent_log: tuple[str, ...] = ()
+    restarts: tuple[str, ...] = ()
+    """The cases after which the target had died and was started again."""
 
     def counts(self) -> dict[str, int]:
         out = {"pass": 0, "fail": 0, "n/a": 0, "error": 0}
@@ -76,6 +82,8 @@ class Report:
             "seconds": round(self.seconds, 2),
             "counts": self.counts(),
             "results": [r.as_json() for r in self.results],
+            "agent_log": list(self.agent_log),
+            "restarts": list(self.restarts),
         }
 
 
@@ -116,8 +124,15 @@ async def run_suite(
     profile: Profile | None = None,
     passive_only: bool = False,
     find_timeout: float = 20.0,
+    target_interface: str | None = None,
+    target_prefix: Sequence[str] = (),
 ) -> Report:
     """Run the suite against TARGET (see :func:`target_argv`) on ``interface``.
+
+    ``target_interface`` (default: ``interface``) is the interface the
+    agent is told to use; ``target_prefix`` is put before its command line
+    (``ip netns exec NS``, when the suite and the target are in two
+    namespaces joined by a veth pair: ``trizre conformance --netns``).
 
     The agent (if any) is told the interface, a free beacon port (or
     ``beacon_port``), short presence timeouts and one group and header the
@@ -138,14 +153,16 @@ async def run_suite(
     radio = BeaconRadio(iface, beacon_port)
     await radio.bind()
     results: list[Result] = []
+    restarts: list[str] = []
     agent: AgentProcess | None = None
+    config: dict[str, Any] = {}
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(radio.listen)
             if argv is not None:
                 config = {
                     "name": "conformance-target",
-                    "interface": interface,
+                    "interface": target_interface or interface,
                     "port": beacon_port,
                     "beacon_interval": 0.25,
                     "evasive": profile.evasive,
@@ -154,10 +171,12 @@ async def run_suite(
                     "groups": ["conformance-pre"],
                 }
                 try:
-                    agent = await start_agent(argv, config, nursery, startup=find_timeout)
+                    agent = await start_agent(
+                        [*target_prefix, *argv], config, nursery, startup=find_timeout
+                    )
                 except (AgentError, OSError) as exc:
                     raise SetupError(f"cannot start the target: {exc}") from exc
-            info = await radio.wait_for_stranger(set(), find_timeout)
+            info = await radio.wait_for_stranger(set(), find_timeout, _uuid_of(agent))
             if info is None:
                 raise SetupError(
                     f"heard no beacon on {iface.name} port {beacon_port} in {find_timeout} s"
@@ -167,7 +186,21 @@ async def run_suite(
                     f"the agent says UUID {agent.info.get('uuid')} but beacons {info.uuid.hex}"
                 )
             harness = Harness(iface, radio, info, profile, agent, nursery)
+            seen = {info.uuid}
             for one in chosen:
+                if agent is not None and await _died(agent):
+                    # A crash is the case's failure, not every later case's:
+                    # start the target again (a new node, a new UUID).
+                    restarts.append(results[-1].id if results else "start")
+                    await stop_agent(agent)
+                    agent = harness.agent = await start_agent(
+                        [*target_prefix, *(argv or [])], config, nursery, startup=find_timeout
+                    )
+                    again = await radio.wait_for_stranger(seen, find_timeout, _uuid_of(agent))
+                    if again is None:
+                        raise SetupError("the target died and, restarted, sent no beacon")
+                    seen.add(again.uuid)
+                    harness.target = again
                 results.append(await _run_case(harness, one, passive_only))
             nursery.cancel_scope.cancel()
     finally:
@@ -181,7 +214,28 @@ async def run_suite(
         info.uuid.hex,
         tuple(results),
         time.monotonic() - wall,
+        tuple(agent.transcript(200)) if agent is not None else (),
+        tuple(restarts),
     )
+
+
+def _uuid_of(agent: AgentProcess | None) -> uuid.UUID | None:
+    """The UUID the agent says its node has, if it says one."""
+    text = agent.info.get("uuid") if agent is not None else None
+    try:
+        return uuid.UUID(hex=text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+async def _died(agent: AgentProcess) -> bool:
+    """Whether the agent has exited (waiting a moment for one that is on its way out)."""
+    if agent.eof or agent.proc.poll() is not None:
+        return True
+    if agent.events and agent.events[-1].get("event") == "error":
+        with trio.move_on_after(2):
+            await agent.proc.wait()
+    return agent.proc.poll() is not None
 
 
 async def _run_case(h: Harness, case: Case, passive_only: bool) -> Result:

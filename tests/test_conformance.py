@@ -8,9 +8,9 @@
 * Without an agent (a node that only beacons), the agent cases are not
   applicable and the rest still run.
 
-Everything here stays on loopback: the suite is told ``lo`` and sends
-nowhere else (the loopback guard watches this process; the agents bind to
-``lo`` because the suite tells them to).
+Everything here stays on loopback, or in namespaces the suite makes
+(``--netns``): the loopback guard watches this process, and the agents and
+the CLI run under it too (tests/guarded_agent.py, tests/guarded_cli.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from tests.nodes import free_udp_port
 from trizre.conformance import CASES, run_suite
 
 REPO = Path(__file__).resolve().parents[1]
-FAKE = f"{sys.executable} -m tests.conformance_fake"
+GUARDED = f"{sys.executable} -u {REPO / 'tests' / 'guarded_agent.py'}"
+#: The agents run under the loopback guard too (see tests/guarded_agent.py).
+TRIZRE = f"{GUARDED} trizre.conformance.trizre_agent"
+FAKE = f"{GUARDED} tests.conformance_fake"
 
 #: trizre's column of the matrix: the cases it does not pass, and why.
 TRIZRE_NOT_PASSING = {
@@ -90,7 +93,7 @@ def _explain(report: trizre.conformance.Report) -> str:
 
 async def test_trizre_passes_every_applicable_case() -> None:
     with trio.fail_after(240):
-        report = await run_suite("trizre")
+        report = await run_suite(TRIZRE)
     expected = {c.id: TRIZRE_NOT_PASSING.get(c.id, "pass") for c in CASES}
     assert _statuses(report) == expected, _explain(report)
 
@@ -203,7 +206,7 @@ async def test_without_an_agent_the_agent_cases_are_not_applicable() -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "trizre", "conformance", *args],
+        [sys.executable, str(REPO / "tests" / "guarded_cli.py"), "conformance", *args],
         check=False,
         capture_output=True,
         text=True,

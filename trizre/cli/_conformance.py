@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-interface", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--target-netns", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument(
+        "--matrix",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="print a Markdown matrix of these --json reports (one column each) and exit",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report here")
 
@@ -54,6 +62,15 @@ def main(args: argparse.Namespace) -> int:
     if args.list:
         for case in CASES:
             print(f"{case.id:22} {case.kind:8} {case.clause}")
+        return 0
+    if args.matrix:
+        from ..conformance._report import matrix  # noqa: PLC0415
+
+        try:
+            print(matrix([json.loads(p.read_text(encoding="utf-8")) for p in args.matrix]))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"trizre conformance: cannot read the reports: {exc}", file=sys.stderr)
+            return 1
         return 0
     if args.target is None:
         print("trizre conformance: TARGET is required (or --list)", file=sys.stderr)

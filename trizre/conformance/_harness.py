@@ -340,18 +340,22 @@ class Harness:
             port = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
         peer = FakePeer(self, name, ZSocket(sock), port)
         self.radio.ours.add(peer.uuid)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(peer._pump)
-            nursery.start_soon(peer._beacon_loop)
-            try:
-                yield peer
-            finally:
-                nursery.cancel_scope.cancel()
-                if peer.beaconing:
-                    # Say goodbye so the target forgets us before the next case.
-                    with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await peer.beacon(port=0)
-                peer.close()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer._pump)
+                nursery.start_soon(peer._beacon_loop)
+                try:
+                    yield peer
+                finally:
+                    nursery.cancel_scope.cancel()
+                    if peer.beaconing:
+                        # Say goodbye so the target forgets us before the next case.
+                        with trio.CancelScope(shield=True), trio.move_on_after(1):
+                            await peer.beacon(port=0)
+        finally:
+            # Only once the pump has ended: closing under a waiting task
+            # would wake it with ClosedResourceError instead of Cancelled.
+            peer.close()
 
 
 def _bind_round(sock: zmq.Socket[Any], address: str) -> int:

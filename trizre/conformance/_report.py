@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 import json
 import textwrap
+from collections.abc import Sequence
+from typing import Any
 
 from ._run import Report
 
@@ -98,3 +100,25 @@ def as_html(report: Report) -> str:
         + "\n".join(rows)
         + "</table></body></html>\n"
     )
+
+
+def matrix(reports: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table: one row per case, one column per ``--json`` report (named by target).
+
+    Raises ``KeyError`` for a document that is not such a report.
+    """
+    names = [str(r["target"]) for r in reports]
+    cases: dict[str, str] = {}
+    cells: dict[tuple[str, int], str] = {}
+    for column, report in enumerate(reports):
+        for result in report["results"]:
+            cases.setdefault(result["id"], result["clause"])
+            cells[result["id"], column] = _MARK[result["status"]]
+    lines = [
+        "| case | " + " | ".join(names) + " | clause |",
+        "|---|" + "---|" * len(names) + "---|",
+    ]
+    for case_id, clause in cases.items():
+        row = [cells.get((case_id, column), "") for column in range(len(names))]
+        lines.append(f"| `{case_id}` | " + " | ".join(row) + f" | {clause} |")
+    return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 import zmq
+from zmq.utils import z85
 
 from trizre import wire
 from trizre._interfaces import select_interface
@@ -57,6 +58,14 @@ FLAGS = {
     "status-stuck": "never increments its group status",
     "no-shout-out": "ignores the shout command",
     "shout-to-all": "shouts to every peer, in the group or not",
+    # CURVE mode ("curve": true in start)
+    "curve-beacon-unkeyed": "beacons 22-octet version 1 even with CURVE on",
+    "curve-plain-dealer": "connects to peers without CURVE",
+    "curve-drop-zero-key": "drops keyed beacons whose key starts with %x00 (as zyre does)",
+    "curve-accept-unkeyed": "takes key-less beacons with CURVE on",
+    "curve-plain-mailbox": "its mailbox is not a CURVE server",
+    "curve-keyless-hello": "takes HELLOs without X-PUBLICKEY",
+    "curve-crash-empty-key": "exits on an empty X-PUBLICKEY (as zyre's assert does)",
 }
 
 
@@ -91,8 +100,14 @@ class Fake:
         self.groups: set[str] = set(start.get("groups", []))
         self.status = len(self.groups)
         self.peers: dict[uuid.UUID, Peer] = {}
+        self.keys = zmq.curve_keypair() if start.get("curve") else None
         sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if self.keys is not None and not self.has("curve-plain-mailbox"):
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, self.keys[1])
+        if self.keys is not None:
+            self.headers["X-PUBLICKEY"] = self.keys[0].decode()
         self.mailbox = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
         self.endpoint = f"tcp://{self.interface.address}:{self.mailbox}"
         self.inbox = ZSocket(sock)
@@ -104,7 +119,11 @@ class Fake:
     # -- beacons ----------------------------------------------------------
 
     async def beacon_loop(self) -> None:
-        data = wire.encode_beacon(wire.Beacon(self.uuid, self.mailbox))
+        if self.keys is not None and not self.has("curve-beacon-unkeyed"):
+            key = z85.decode(self.keys[0])
+            data = wire.encode_beacon(wire.Beacon(self.uuid, self.mailbox, 3, key))
+        else:
+            data = wire.encode_beacon(wire.Beacon(self.uuid, self.mailbox))
         if self.has("beacon-23"):
             data += b"\x00"
         while True:
@@ -135,7 +154,7 @@ class Fake:
                 peer.last_seen = trio.current_time()
                 peer.pinged = False
             elif not self.has("ignore-beacons"):
-                await self.meet(beacon.uuid, f"tcp://{host}:{beacon.port}")
+                await self.meet(beacon.uuid, f"tcp://{host}:{beacon.port}", beacon.public_key)
 
     def _read_beacon(self, data: bytes) -> wire.Beacon | None:
         if self.has("accept-any-beacon") and len(data) >= 20:
@@ -145,6 +164,12 @@ class Fake:
             beacon = wire.decode_beacon(data)
         except wire.DecodeError:
             return None
+        if self.keys is not None:
+            if beacon.public_key is None:
+                return beacon if self.has("curve-accept-unkeyed") else None
+            if beacon.public_key[0] == 0 and self.has("curve-drop-zero-key"):
+                return None
+            return beacon
         if beacon.public_key is not None:
             keyed_ok = self.has("accept-keyed-except-zero") and beacon.public_key[0] != 0
             return beacon if keyed_ok else None
@@ -152,9 +177,13 @@ class Fake:
 
     # -- peers --------------------------------------------------------------
 
-    async def meet(self, key: uuid.UUID, endpoint: str) -> Peer:
+    async def meet(self, key: uuid.UUID, endpoint: str, public: bytes | None = None) -> Peer:
         sock: zmq.Socket[Any] = context().socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, b"\x01" + self.uuid.bytes)
+        if self.keys is not None and public is not None and not self.has("curve-plain-dealer"):
+            sock.setsockopt(zmq.CURVE_SERVERKEY, public)
+            sock.setsockopt(zmq.CURVE_PUBLICKEY, self.keys[0])
+            sock.setsockopt(zmq.CURVE_SECRETKEY, self.keys[1])
         sock.connect(endpoint)
         peer = Peer(key, ZSocket(sock), endpoint, trio.current_time())
         self.peers[key] = peer
@@ -203,6 +232,12 @@ class Fake:
     async def handle(self, key: uuid.UUID, message: wire.Message) -> None:
         peer = self.peers.get(key)
         if isinstance(message, wire.Hello):
+            if self.keys is not None:
+                key_text = message.headers_dict().get("X-PUBLICKEY")
+                if key_text == "" and self.has("curve-crash-empty-key"):
+                    os._exit(3)
+                if not key_text and not self.has("curve-keyless-hello"):
+                    return
             if peer is None:
                 if self.has("ignore-unknown-hello"):
                     return
@@ -308,6 +343,7 @@ class Fake:
             endpoint=self.endpoint,
             evasive=self.evasive,
             expired=self.expired,
+            public_key=self.keys[0].decode() if self.keys is not None else None,
         )
         async with trio.open_nursery() as nursery:
             for loop in (self.beacon_loop, self.hear_loop, self.inbox_loop, self.reap_loop):

@@ -9,7 +9,10 @@ Commands (stdin)::
 
     {"cmd": "start", "name": NAME, "interface": IFACE, "port": UDP_PORT,
      "beacon_interval": S, "evasive": S, "expired": S,
-     "headers": {K: V}, "groups": [G, ...]}
+     "headers": {K: V}, "groups": [G, ...], "curve": true}
+                                          ("curve" only for the CURVE cases:
+                                          a fresh key pair, any client key
+                                          allowed)
     {"cmd": "join", "group": G}
     {"cmd": "leave", "group": G}
     {"cmd": "whisper", "peer": UUID_HEX, "frames": [BASE64, ...]}
@@ -19,9 +22,10 @@ Commands (stdin)::
 Events (stdout)::
 
     {"event": "started", "uuid": HEX, "name": NAME, "endpoint": ENDPOINT,
-     "evasive": S, "expired": S}         (the timeouts it really uses; omit
-                                          one that cannot be set: the
-                                          presence cases are then skipped)
+     "evasive": S, "expired": S,          (the timeouts it really uses; omit
+     "public_key": Z85 | null}            one that cannot be set: the
+                                          presence cases are then skipped;
+                                          the key when started with CURVE)
     {"event": "ENTER", "peer": HEX, "name": ..., "headers": {...}}
     {"event": "EXIT" | "EVASIVE", "peer": HEX}
     {"event": "JOIN" | "LEAVE", "peer": HEX, "group": G}

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 import zmq
+from zmq.utils import z85
 
 from .. import wire
 from .._interfaces import Interface, select_interface
@@ -146,8 +147,17 @@ class FakePeer:
     did not decode), in order.
     """
 
-    def __init__(self, harness: Harness, name: str, inbox: ZSocket, port: int) -> None:
+    def __init__(
+        self,
+        harness: Harness,
+        name: str,
+        inbox: ZSocket,
+        port: int,
+        keys: tuple[bytes, bytes] | None = None,
+    ) -> None:
         self.harness = harness
+        self.keys = keys  # (public, secret), Z85: a CURVE peer
+        self.public_raw = z85.decode(keys[0]) if keys else None
         self.name = name
         self.uuid = uuid.uuid4()
         self.inbox = inbox
@@ -162,12 +172,16 @@ class FakePeer:
 
     # -- beacons ----------------------------------------------------------
 
-    def beacon_bytes(self, port: int | None = None, version: int = 1) -> bytes:
+    def beacon_bytes(self, port: int | None = None, version: int | None = None) -> bytes:
+        """Our beacon: version 3 with our key for a CURVE peer, else version 1."""
+        if version is None:
+            version = 3 if self.public_raw else 1
+        key = self.public_raw if version == 3 else None
         return wire.encode_beacon(
-            wire.Beacon(self.uuid, self.port if port is None else port, version)
+            wire.Beacon(self.uuid, self.port if port is None else port, version, key)
         )
 
-    async def beacon(self, port: int | None = None, version: int = 1) -> None:
+    async def beacon(self, port: int | None = None, version: int | None = None) -> None:
         await self.harness.radio.send(self.beacon_bytes(port, version))
 
     async def _beacon_loop(self) -> None:
@@ -224,6 +238,10 @@ class FakePeer:
             return
         sock: zmq.Socket[Any] = context().socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, b"\x01" + self.uuid.bytes)
+        if self.keys is not None and self.harness.target_key is not None:
+            sock.setsockopt(zmq.CURVE_SERVERKEY, self.harness.target_key)
+            sock.setsockopt(zmq.CURVE_PUBLICKEY, self.keys[0])
+            sock.setsockopt(zmq.CURVE_SECRETKEY, self.keys[1])
         sock.connect(self.harness.target.endpoint)
         self.outbox = ZSocket(sock)
 
@@ -245,7 +263,12 @@ class FakePeer:
         groups: tuple[str, ...] = (),
         status: int = 0,
         headers: tuple[tuple[str, str], ...] = (),
+        key_header: bool = True,
     ) -> wire.Hello:
+        """Send HELLO#1.  A CURVE peer adds ``X-PUBLICKEY`` (its Z85 key), as zyre
+        does, unless ``key_header`` is false or ``headers`` has one."""
+        if self.keys and key_header and "X-PUBLICKEY" not in dict(headers):
+            headers = (*headers, ("X-PUBLICKEY", self.keys[0].decode("ascii")))
         self.seq = 0
         hello = wire.Hello(
             self.next_seq(),
@@ -317,6 +340,8 @@ class Harness:
     profile: Profile
     agent: AgentProcess | None
     nursery: trio.Nursery
+    target_key: bytes | None = None
+    """The target's CURVE public key, while the CURVE cases run."""
 
     def need_agent(self) -> AgentProcess:
         if self.agent is None:
@@ -325,20 +350,31 @@ class Harness:
 
     @asynccontextmanager
     async def peer(
-        self, name: str = "conformance", *, round_port: bool = False
+        self,
+        name: str = "conformance",
+        *,
+        round_port: bool = False,
+        curve: bool = False,
+        zero_key: bool = False,
     ) -> AsyncIterator[FakePeer]:
         """A fresh fake peer with its own UUID and mailbox, closed at the end of the block.
 
         ``round_port``: a mailbox port whose low octet is zero, so that a
         beacon cut short by its last octet still names it (when read as if
-        zero-padded, as a lax parser would).
+        zero-padded, as a lax parser would).  ``curve``: a CURVE peer (its
+        mailbox a CURVE server, its beacons version 3 with its key, which
+        starts with a zero octet for ``zero_key``).
         """
         sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
+        keys = _key_pair(zero_key) if curve else None
+        if keys is not None:
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, keys[1])
         if round_port:
             port = _bind_round(sock, str(self.interface.address))
         else:
             port = sock.bind_to_random_port(f"tcp://{self.interface.address}", 49152, 65000)
-        peer = FakePeer(self, name, ZSocket(sock), port)
+        peer = FakePeer(self, name, ZSocket(sock), port, keys)
         self.radio.ours.add(peer.uuid)
         try:
             async with trio.open_nursery() as nursery:
@@ -356,6 +392,15 @@ class Harness:
             # Only once the pump has ended: closing under a waiting task
             # would wake it with ClosedResourceError instead of Cancelled.
             peer.close()
+
+
+def _key_pair(zero_first: bool) -> tuple[bytes, bytes]:
+    """A CURVE key pair (Z85); with ``zero_first``, one whose public key starts with %x00."""
+    for _ in range(100_000):
+        public, secret = zmq.curve_keypair()
+        if not zero_first or z85.decode(public)[0] == 0:
+            return public, secret
+    raise RuntimeError("no key pair with a leading zero octet in 100000 tries")
 
 
 def _bind_round(sock: zmq.Socket[Any], address: str) -> int:

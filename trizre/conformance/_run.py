@@ -12,10 +12,20 @@ from typing import Any, Literal
 
 import attrs
 import trio
+import zmq
+import zmq.utils.z85
 
 from ._agent import AgentError, AgentProcess, start_agent, stop_agent
 from ._cases import Case, select
-from ._harness import BeaconRadio, Fail, Harness, NotApplicable, Profile, interface_named
+from ._harness import (
+    BeaconRadio,
+    Fail,
+    Harness,
+    NotApplicable,
+    Profile,
+    TargetInfo,
+    interface_named,
+)
 
 Status = Literal["pass", "fail", "n/a", "error"]
 
@@ -154,69 +164,102 @@ async def run_suite(
     await radio.bind()
     results: list[Result] = []
     restarts: list[str] = []
+    config: dict[str, Any] = {
+        "name": "conformance-target",
+        "interface": target_interface or interface,
+        "port": beacon_port,
+        "beacon_interval": 0.25,
+        "evasive": profile.evasive,
+        "expired": profile.expired,
+        "headers": {"X-Conformance": "yes"},
+        "groups": ["conformance-pre"],
+    }
+    plain = [c for c in chosen if "curve" not in c.needs]
+    secure = [c for c in chosen if "curve" in c.needs]
+    seen: set[uuid.UUID] = set()
     agent: AgentProcess | None = None
-    config: dict[str, Any] = {}
+    first: TargetInfo | None = None
+
+    async def launch(nursery: trio.Nursery, extra: dict[str, Any]) -> TargetInfo:
+        nonlocal agent
+        if argv is not None:
+            try:
+                agent = await start_agent(
+                    [*target_prefix, *argv], {**config, **extra}, nursery, startup=find_timeout
+                )
+            except (AgentError, OSError) as exc:
+                raise SetupError(f"cannot start the target: {exc}") from exc
+        info = await radio.wait_for_stranger(seen, find_timeout, _uuid_of(agent))
+        if info is None:
+            raise SetupError(
+                f"heard no beacon on {iface.name} port {beacon_port} in {find_timeout} s"
+            )
+        seen.add(info.uuid)
+        return info
+
+    async def run_all(harness: Harness, cases: list[Case], extra: dict[str, Any]) -> None:
+        nonlocal agent
+        for one in cases:
+            if agent is not None and await _died(agent):
+                # A crash is the case's failure, not every later case's:
+                # start the target again (a new node, a new UUID).
+                restarts.append(results[-1].id if results else "start")
+                await stop_agent(agent)
+                harness.target = await launch(harness.nursery, extra)
+                harness.agent = agent
+            results.append(await _run_case(harness, one, passive_only))
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(radio.listen)
-            if argv is not None:
-                config = {
-                    "name": "conformance-target",
-                    "interface": target_interface or interface,
-                    "port": beacon_port,
-                    "beacon_interval": 0.25,
-                    "evasive": profile.evasive,
-                    "expired": profile.expired,
-                    "headers": {"X-Conformance": "yes"},
-                    "groups": ["conformance-pre"],
-                }
-                try:
-                    agent = await start_agent(
-                        [*target_prefix, *argv], config, nursery, startup=find_timeout
-                    )
-                except (AgentError, OSError) as exc:
-                    raise SetupError(f"cannot start the target: {exc}") from exc
-            info = await radio.wait_for_stranger(set(), find_timeout, _uuid_of(agent))
-            if info is None:
-                raise SetupError(
-                    f"heard no beacon on {iface.name} port {beacon_port} in {find_timeout} s"
-                )
-            if agent is not None and agent.info.get("uuid") not in (None, info.uuid.hex):
-                raise SetupError(
-                    f"the agent says UUID {agent.info.get('uuid')} but beacons {info.uuid.hex}"
-                )
-            harness = Harness(iface, radio, info, profile, agent, nursery)
-            seen = {info.uuid}
-            for one in chosen:
-                if agent is not None and await _died(agent):
-                    # A crash is the case's failure, not every later case's:
-                    # start the target again (a new node, a new UUID).
-                    restarts.append(results[-1].id if results else "start")
+            first = await launch(nursery, {})
+            harness = Harness(iface, radio, first, profile, agent, nursery)
+            await run_all(harness, plain, {})
+            if secure:
+                # The CURVE cases need the target started again, with CURVE.
+                why = "needs an agent (to start the target with CURVE)" if agent is None else ""
+                if agent is not None:
                     await stop_agent(agent)
-                    agent = harness.agent = await start_agent(
-                        [*target_prefix, *(argv or [])], config, nursery, startup=find_timeout
-                    )
-                    again = await radio.wait_for_stranger(seen, find_timeout, _uuid_of(agent))
-                    if again is None:
-                        raise SetupError("the target died and, restarted, sent no beacon")
-                    seen.add(again.uuid)
-                    harness.target = again
-                results.append(await _run_case(harness, one, passive_only))
+                    harness.target = await launch(nursery, {"curve": True})
+                    harness.agent = agent
+                    harness.target_key = _key_of(agent)
+                    if harness.target_key is None:
+                        why = "the agent reports no CURVE public key (no CURVE support)"
+                if why:
+                    results += [_result(c, "n/a", 0.0, reason=why) for c in secure]
+                else:
+                    await run_all(harness, secure, {"curve": True})
             nursery.cancel_scope.cancel()
     finally:
         if agent is not None:
             await stop_agent(agent)
         radio.close()
+    order = {c.id: i for i, c in enumerate(chosen)}
     return Report(
         target,
         iface.name,
         beacon_port,
-        info.uuid.hex,
-        tuple(results),
+        first.uuid.hex,
+        tuple(sorted(results, key=lambda r: order[r.id])),
         time.monotonic() - wall,
         tuple(agent.transcript(200)) if agent is not None else (),
         tuple(restarts),
     )
+
+
+def _key_of(agent: AgentProcess) -> bytes | None:
+    """The 32-octet CURVE public key the agent reports (Z85 text), if it reports one."""
+    text = agent.info.get("public_key")
+    if not isinstance(text, str) or len(text) != 40:
+        return None
+    try:
+        return zmq.utils.z85.decode(text)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _result(case: Case, status: Status, seconds: float, **more: str) -> Result:
+    return Result(case.id, case.title, case.clause, case.kind, status, round(seconds, 3), **more)
 
 
 def _uuid_of(agent: AgentProcess | None) -> uuid.UUID | None:
@@ -242,15 +285,7 @@ async def _run_case(h: Harness, case: Case, passive_only: bool) -> Result:
     began = time.monotonic()
 
     def result(status: Status, **more: str) -> Result:
-        return Result(
-            case.id,
-            case.title,
-            case.clause,
-            case.kind,
-            status,
-            round(time.monotonic() - began, 3),
-            **more,
-        )
+        return _result(case, status, time.monotonic() - began, **more)
 
     if passive_only and case.kind == "active":
         return result("n/a", reason="active case (run without --passive-only)")

@@ -75,6 +75,9 @@ async def run() -> int:
     except ValueError as exc:
         _emit(event="error", error=str(exc))
         return 2
+    curve: dict[str, Any] = {}
+    if start.get("curve"):
+        curve = {"curve": trizre.Certificate.generate(), "curve_allow": trizre.CURVE_ALLOW_ANY}
     async with trizre.open_node(
         start.get("name"),
         headers=start.get("headers") or {},
@@ -84,6 +87,7 @@ async def run() -> int:
         evasive_timeout=float(start.get("evasive", 5.0)),
         expired_timeout=float(start.get("expired", 30.0)),
         local_links=False,
+        **curve,
     ) as node:
         events = node.events()
         for group in start.get("groups", []):
@@ -95,6 +99,7 @@ async def run() -> int:
             endpoint=node.endpoint,
             evasive=node.config.evasive_timeout,
             expired=node.config.expired_timeout,
+            public_key=curve["curve"].public_z85 if curve else None,
         )
 
         async def pump() -> None:

@@ -41,6 +41,8 @@ def _argv(binary: str, start: dict[str, Any]) -> list[str]:
         argv += ["--group", group]
     for key, value in (start.get("headers") or {}).items():
         argv += ["--header", f"{key}={value}"]
+    if start.get("curve"):
+        argv += ["--curve", "--allow-any"]
     return [*argv, "--max-seconds", "3600"]
 
 

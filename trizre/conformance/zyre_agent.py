@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ._adapter import emit, read_start, refuse_outside_namespace
 
@@ -46,8 +46,10 @@ def _argv(binary: str, start: dict[str, Any]) -> list[str]:
     return [*argv, "--max-seconds", "3600"]
 
 
-def _relay(out: IO[str], start: dict[str, Any]) -> None:
-    for line in out:
+def _relay(proc: subprocess.Popen[str], start: dict[str, Any]) -> None:
+    """Pass zyre_agent's events on; when it dies, say so and exit (so the suite sees it)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
         try:
             event = json.loads(line)
         except ValueError:
@@ -57,6 +59,10 @@ def _relay(out: IO[str], start: dict[str, Any]) -> None:
             event["evasive"] = float(start.get("evasive", 5.0))
             event["expired"] = float(start.get("expired", 30.0))
         emit(event)
+    code = proc.wait()
+    emit({"event": "error", "error": f"zyre_agent exited with code {code}"})
+    sys.stdout.flush()
+    os._exit(0 if code == 0 else 3)
 
 
 def _command(cmd: dict[str, Any]) -> str | None:
@@ -90,7 +96,7 @@ def main() -> int:
         bufsize=1,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    relay = threading.Thread(target=_relay, args=(proc.stdout, start), daemon=True)
+    relay = threading.Thread(target=_relay, args=(proc, start), daemon=True)
     relay.start()
     try:
         for line in sys.stdin:

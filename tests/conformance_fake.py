@@ -58,6 +58,10 @@ FLAGS = {
     "status-stuck": "never increments its group status",
     "no-shout-out": "ignores the shout command",
     "shout-to-all": "shouts to every peer, in the group or not",
+    # elections (zyre's; the groups in "contest")
+    "no-elect": "never starts an election",
+    "elect-lowercase-id": "names itself in lower-case hex in ELECT",
+    "no-leader": "never sends LEADER",
     # CURVE mode ("curve": true in start)
     "curve-beacon-unkeyed": "beacons 22-octet version 1 even with CURVE on",
     "curve-plain-dealer": "connects to peers without CURVE",
@@ -99,6 +103,8 @@ class Fake:
         self.headers: dict[str, str] = dict(start.get("headers", {}))
         self.groups: set[str] = set(start.get("groups", []))
         self.status = len(self.groups)
+        self.contest: list[str] = list(start.get("contest", []))
+        self.id = self.uuid.hex.upper()
         self.peers: dict[uuid.UUID, Peer] = {}
         self.keys = zmq.curve_keypair() if start.get("curve") else None
         sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
@@ -252,6 +258,10 @@ class Fake:
             emit(event="ENTER", peer=key.hex, name=name, headers=headers)
             for group in message.groups:
                 self.report("JOIN", key, group)
+                if group in self.contest and group in self.groups and not self.has("no-elect"):
+                    me = self.id.lower() if self.has("elect-lowercase-id") else self.id
+                    body = wire.election_body(group, me)
+                    await self.send(peer, lambda s, b=body: wire.Elect(s, b))
             return
         if peer is None:
             return
@@ -274,6 +284,16 @@ class Fake:
         elif isinstance(message, wire.Leave):
             peer.groups.discard(message.group)
             self.report("LEAVE", key, message.group)
+        elif isinstance(message, wire.Elect):
+            group, candidate = wire.parse_election_body(message.body)
+            if group in self.contest and candidate == self.id and not self.has("no-leader"):
+                # The echo of our own wave: we lead (this fake's groups have
+                # one other member at most).
+                body = wire.election_body(group, self.id)
+                for member in self.ready_peers():
+                    if group in member.groups:
+                        await self.send(member, lambda s, b=body: wire.Leader(s, b))
+                emit(event="LEADER", peer=self.uuid.hex, group=group)
         elif isinstance(message, wire.Whisper) and not self.has("no-whisper-events"):
             emit(event="WHISPER", peer=key.hex, frames=[b64(f) for f in message.content])
         elif isinstance(message, wire.Shout) and not self.has("no-shout-events"):
@@ -344,6 +364,7 @@ class Fake:
             evasive=self.evasive,
             expired=self.expired,
             public_key=self.keys[0].decode() if self.keys is not None else None,
+            contest=self.contest,
         )
         async with trio.open_nursery() as nursery:
             for loop in (self.beacon_loop, self.hear_loop, self.inbox_loop, self.reap_loop):

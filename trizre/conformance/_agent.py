@@ -9,10 +9,11 @@ Commands (stdin)::
 
     {"cmd": "start", "name": NAME, "interface": IFACE, "port": UDP_PORT,
      "beacon_interval": S, "evasive": S, "expired": S,
-     "headers": {K: V}, "groups": [G, ...], "curve": true}
-                                          ("curve" only for the CURVE cases:
-                                          a fresh key pair, any client key
-                                          allowed)
+     "headers": {K: V}, "groups": [G, ...], "contest": [G, ...],
+     "curve": true}                      ("contest": stand in these groups'
+                                          elections, zyre's; "curve" only
+                                          for the CURVE cases: a fresh key
+                                          pair, any client key allowed)
     {"cmd": "join", "group": G}
     {"cmd": "leave", "group": G}
     {"cmd": "whisper", "peer": UUID_HEX, "frames": [BASE64, ...]}
@@ -23,14 +24,16 @@ Events (stdout)::
 
     {"event": "started", "uuid": HEX, "name": NAME, "endpoint": ENDPOINT,
      "evasive": S, "expired": S,          (the timeouts it really uses; omit
-     "public_key": Z85 | null}            one that cannot be set: the
-                                          presence cases are then skipped;
-                                          the key when started with CURVE)
+     "public_key": Z85 | null,            one that cannot be set: the
+     "contest": [G, ...]}                 presence cases are then skipped;
+                                          the key when started with CURVE;
+                                          the groups it really contests)
     {"event": "ENTER", "peer": HEX, "name": ..., "headers": {...}}
     {"event": "EXIT" | "EVASIVE", "peer": HEX}
     {"event": "JOIN" | "LEAVE", "peer": HEX, "group": G}
     {"event": "WHISPER", "peer": HEX, "frames": [BASE64, ...]}
     {"event": "SHOUT", "peer": HEX, "group": G, "frames": [BASE64, ...]}
+    {"event": "LEADER", "peer": HEX, "group": G}   (HEX: the leader, maybe itself)
     {"event": "error", "error": TEXT}     (a command it could not do)
 
 Any other line is kept (for the report) and otherwise ignored.  An agent

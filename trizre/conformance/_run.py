@@ -172,7 +172,8 @@ async def run_suite(
         "evasive": profile.evasive,
         "expired": profile.expired,
         "headers": {"X-Conformance": "yes"},
-        "groups": ["conformance-pre"],
+        "groups": ["conformance-pre", "conformance-elect"],
+        "contest": ["conformance-elect"],
     }
     plain = [c for c in chosen if "curve" not in c.needs]
     secure = [c for c in chosen if "curve" in c.needs]

@@ -90,6 +90,9 @@ async def run() -> int:
         **curve,
     ) as node:
         events = node.events()
+        contest = list(start.get("contest", []))
+        for group in contest:
+            await node.contest(group)
         for group in start.get("groups", []):
             await node.join(group)
         _emit(
@@ -100,6 +103,7 @@ async def run() -> int:
             evasive=node.config.evasive_timeout,
             expired=node.config.expired_timeout,
             public_key=curve["curve"].public_z85 if curve else None,
+            contest=contest,
         )
 
         async def pump() -> None:

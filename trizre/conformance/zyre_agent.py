@@ -39,6 +39,8 @@ def _argv(binary: str, start: dict[str, Any]) -> list[str]:
     argv += ["--expired", str(int(float(start.get("expired", 30.0)) * 1000))]
     for group in start.get("groups", []):
         argv += ["--group", group]
+    for group in start.get("contest", []):
+        argv += ["--contest", group]
     for key, value in (start.get("headers") or {}).items():
         argv += ["--header", f"{key}={value}"]
     if start.get("curve"):
@@ -58,6 +60,7 @@ def _relay(proc: subprocess.Popen[str], start: dict[str, Any]) -> None:
         if isinstance(event, dict) and event.get("event") == "started":
             event["evasive"] = float(start.get("evasive", 5.0))
             event["expired"] = float(start.get("expired", 30.0))
+            event["contest"] = list(start.get("contest", []))
         emit(event)
     code = proc.wait()
     emit({"event": "error", "error": f"zyre_agent exited with code {code}"})

@@ -255,10 +255,11 @@ def test_cli_json_html_and_list(tmp_path: Path) -> None:
 def test_cli_says_why_a_target_cannot_run() -> None:
     done = _cli("/nonexistent/agent", "--case", "ping")
     assert done.returncode == 1
-    assert "cannot start the target" in done.stderr
+    assert done.stderr.startswith("trizre conformance: cannot start the target"), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_cli_unknown_case_is_a_clear_error() -> None:
     done = _cli("trizre", "--case", "no-such-case")
     assert done.returncode == 1
-    assert "no case 'no-such-case'" in done.stderr
+    assert done.stderr.startswith("trizre conformance: no case 'no-such-case'"), done.stderr

@@ -161,7 +161,6 @@ async def run_suite(
     argv = target_argv(target)
     wall = time.monotonic()
     radio = BeaconRadio(iface, beacon_port)
-    await radio.bind()
     results: list[Result] = []
     restarts: list[str] = []
     config: dict[str, Any] = {
@@ -211,6 +210,7 @@ async def run_suite(
             results.append(await _run_case(harness, one, passive_only))
 
     try:
+        await radio.bind()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(radio.listen)
             first = await launch(nursery, {})
@@ -231,6 +231,10 @@ async def run_suite(
                 else:
                     await run_all(harness, secure, {"curve": True})
             nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps what launch() raised: give the caller the one
+        # typed error the docstring promises, not a group.
+        raise _single(group) from None
     finally:
         if agent is not None:
             await stop_agent(agent)

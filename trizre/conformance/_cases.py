@@ -256,23 +256,37 @@ async def beacon_port_zero(h: Harness) -> None:
         agent_mark = h.agent.mark() if h.agent else 0
         for _ in range(3):
             await peer.beacon(port=0)
-        await trio.sleep(h.profile.quiet)
+        # A target may check the hint first (a port-0 beacon is easily
+        # forged): a PING, which we leave unanswered as a peer that left
+        # would.  So the EXIT may take a PING timeout, not just a moment.
+        if h.agent is not None:
+            # Well before the expired timeout: an EXIT by expiry proves nothing.
+            expired = h.agent.info.get("expired")
+            within = h.profile.reply
+            if isinstance(expired, int | float):
+                within = min(within, 0.6 * float(expired))
+            left = await h.agent.wait_for(
+                lambda e: e.get("event") == "EXIT" and e.get("peer") == peer.uuid.hex,
+                within,
+                agent_mark,
+            )
+            if left is None:
+                raise Fail(
+                    "port-0 beacons from a known peer (its PINGs unanswered)",
+                    f"an EXIT event within {within:.1f} s",
+                    "none",
+                )
+        else:
+            await trio.sleep(h.profile.quiet + h.profile.late)
         # A target that forgot us treats our next beacon as a new peer: a
         # fresh HELLO (sequence 1) on a new connection.
         mark = peer.mark()
         await peer.beacon()
-        if h.agent is not None:
-            left = await h.agent.wait_for(
-                lambda e: e.get("event") == "EXIT" and e.get("peer") == peer.uuid.hex,
-                0,
-                agent_mark,
-            )
-            if left is None:
-                raise Fail("port-0 beacons from a known peer", "an EXIT event", "none")
-        if await peer.expect(wire.Hello, h.profile.reply, mark) is None:
+        got = await peer.expect(wire.Hello, h.profile.reply, mark)
+        if got is None or got[2].sequence != 1:
             raise Fail(
                 "port-0 beacons from a known peer, then a normal beacon",
-                "the peer forgotten, so a new HELLO",
+                "the peer forgotten, so a new HELLO#1",
                 peer.seen(mark),
             )
 

@@ -366,6 +366,10 @@ class Harness:
         starts with a zero octet for ``zero_key``).
         """
         sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
+        # A target that forgets us and meets us again connects anew with
+        # the same identity, maybe before its old connection is gone: the
+        # new one must win, or its HELLO would be dropped.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         keys = _key_pair(zero_key) if curve else None
         if keys is not None:
             sock.setsockopt(zmq.CURVE_SERVER, 1)

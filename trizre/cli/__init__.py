@@ -6,6 +6,7 @@
     trizre watch       a live view: peers, groups, services, Binary Star pairs
                        (``--web 127.0.0.1:8080`` serves it as a page)
     trizre mdp-bridge  a Majordomo (MDP) broker endpoint over trizre services
+    trizre conformance TARGET   run the ZRE conformance suite against TARGET
     trizre audit DIR   audit node traces with PySpark (the ``spark`` extra)
 
 Each command module is imported only when that command runs, so
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("._chat", "chat over a ZRE group, a line at a time"),
     "watch": ("._watch", "a live view of peers, groups, services and Binary Star pairs"),
     "mdp-bridge": ("._mdp_bridge", "serve trizre services to Majordomo (MDP) clients and workers"),
+    "conformance": ("._conformance", "run the ZRE conformance suite against an implementation"),
 }
 
 

@@ -1,0 +1,133 @@
+"""Two network namespaces joined by a veth pair: where the suite runs other implementations.
+
+A copy, cut to what the tool needs, of the test harness in ``tests/netns.py``
+(the tool ships; the tests do not).  The suite runs in namespace *a*, the
+target in *b*; their addresses (10.231.N.1 and .2) exist only inside the
+two namespaces, and both are deleted at the end, with every process left in
+them (all started by the suite).  Needs Linux, root and iproute2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import attrs
+
+PREFIX = "trizre-conf-"
+SUBNET_BASE = "10.231"  # netns: addresses exist only inside our namespaces
+
+
+def ip_binary() -> str:
+    """Path of iproute2's ``ip``."""
+    return shutil.which("ip") or "/usr/sbin/ip"
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ip_binary(), *args], check=check, capture_output=True, text=True, timeout=30
+    )
+
+
+def unavailable() -> str | None:
+    """``None`` when namespaces can be made here, else why not."""
+    if sys.platform != "linux":
+        return f"network namespaces need Linux, not {sys.platform}"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if not os.path.exists(ip_binary()):
+        return "iproute2 `ip` not found"
+    return None
+
+
+@attrs.frozen
+class Side:
+    """One namespace of the pair: its name, its veth end and that end's address."""
+
+    name: str
+    interface: str
+    address: str
+
+    def prefix(self) -> list[str]:
+        """``ip netns exec NAME``: prepend it to a command to run it inside."""
+        return [ip_binary(), "netns", "exec", self.name]
+
+
+def _ns_inode(name: str) -> str | None:
+    try:
+        return f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
+    except OSError:
+        return None
+
+
+def _pids_in(ids: set[str]) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/net") in ids:
+                    found.append(int(entry.name))
+    return found
+
+
+def _destroy(names: list[str]) -> None:
+    """Kill what the suite left inside (by namespace inode), then delete the namespaces."""
+    ids = {i for i in map(_ns_inode, names) if i is not None}
+    for _ in range(3):
+        for pid in _pids_in(ids):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    for name in names:
+        _ip("netns", "del", name, check=False)
+
+
+@contextlib.contextmanager
+def namespace_pair() -> Iterator[tuple[Side, Side]]:
+    """Two fresh namespaces (suite, target) joined by a veth pair; deleted on the way out.
+
+    Raises ``RuntimeError`` saying why when namespaces cannot be made.
+    """
+    reason = unavailable()
+    if reason is not None:
+        raise RuntimeError(f"network namespaces unavailable: {reason}")
+    pid = os.getpid()
+    n = 1 + (pid * 13) % 250
+    base = f"{PREFIX}{pid}"
+    a = Side(f"{base}-a", f"tc{n}a", f"{SUBNET_BASE}.{n}.1")  # netns
+    b = Side(f"{base}-b", f"tc{n}b", f"{SUBNET_BASE}.{n}.2")  # netns
+    made: list[str] = []
+    try:
+        for side in (a, b):
+            _ip("netns", "add", side.name)
+            made.append(side.name)
+        _ip(
+            "link", "add", a.interface, "netns", a.name,
+            "type", "veth", "peer", "name", b.interface, "netns", b.name,
+        )  # fmt: skip
+        for side in (a, b):
+            _ip("-n", side.name, "link", "set", "lo", "up")
+            _ip(
+                "-n", side.name, "addr", "add", f"{side.address}/24",
+                "broadcast", f"{SUBNET_BASE}.{n}.255", "dev", side.interface,
+            )  # fmt: skip
+            _ip("-n", side.name, "link", "set", side.interface, "up")
+        deadline = time.monotonic() + 5
+        for side in (a, b):
+            while True:
+                out = _ip("-n", side.name, "-j", "link", "show", side.interface).stdout
+                if "LOWER_UP" in json.loads(out)[0].get("flags", []):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{side.interface} in {side.name} never came up")
+                time.sleep(0.02)
+        yield a, b
+    finally:
+        _destroy(made)

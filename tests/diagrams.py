@@ -90,6 +90,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "patterns": ("patterns/",),
     "mdp bridge": ("mdp/",),
+    "conformance suite": ("conformance/",),
     "audit (PySpark)": ("audit/",),
     "watch, metrics, cli": (
         "_monitor.py",

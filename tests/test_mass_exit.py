@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
+import pytest
 import trio
 
 import trizre
 from tests.nodes import free_udp_port, raw_peer
+from trizre import _node
 
 PEERS = 300
 TIMERS = {"evasive_timeout": 0.25, "expired_timeout": 1.0, "beacon_interval": 0.05}
@@ -59,3 +61,35 @@ async def test_hundreds_of_tcp_peers_that_die_together_expire_for_a_slow_applica
             assert node.peers() == []
             assert node.pending_peers() == []
             nursery.cancel_scope.cancel()
+
+
+async def test_a_crowd_whose_links_break_together_hands_its_memory_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Peers that go by their closed links (not by expiry) also trigger the trim.
+
+    A process holding many peers exits: every link breaks at once and the
+    node ends each peer at once (reason ``link``).  Their sockets' memory
+    goes back to the OS a moment later, as after a crowd that expired.
+    """
+    trimmed = trio.Event()
+    monkeypatch.setattr(_node, "release_freed_memory", trimmed.set)
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "n", beacon_port=port, interface="lo", local_links=False, **TIMERS
+        ) as node:
+            events = node.events(max_buffer=1000)
+            async with AsyncExitStack() as stack:
+                raws = [await stack.enter_async_context(raw_peer(node)) for _ in range(100)]
+                for raw in raws:
+                    await raw.hello()
+                while len(node.peers()) < len(raws):
+                    await events.receive()
+            # The raw peers' sockets are closed: every link to them breaks.
+            gone = 0
+            while gone < len(raws):
+                if isinstance(await events.receive(), trizre.Exit):
+                    gone += 1
+            await trimmed.wait()
+            assert node.peers() == []

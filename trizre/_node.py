@@ -173,6 +173,7 @@ class Node:
         # long (see _handshake_for).
         self._missed_handshakes: OrderedDict[UUID, int] = OrderedDict()
         self._trim_at = math.inf  # when to hand a dissolved crowd's memory back
+        self._departed = 0  # peers forgotten since memory was last handed back
         self._log_limiter = LogLimiter()  # what _log_rarely said, and when
         self._debug_limiter = LogLimiter(burst=10)  # DEBUG: a few more details
         self._curve = config.curve
@@ -747,6 +748,11 @@ class Node:
             self._quiet.pop(peer.beacon_key, None)
         self._leave_hints.forget(peer.uuid)  # a new link under its UUID starts afresh
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
+        self._departed += 1
+        if self._departed >= _CROWD:
+            # Many gone, however they went (expired together, their links
+            # broke, a flood's pending peers): their sockets' memory goes back.
+            self._trim_soon()
         if self._gossip is not None:
             # As zyre: forget its tuple, so that only news of it links again.
             self._gossip.unpublish(node_id(peer.uuid))
@@ -796,10 +802,15 @@ class Node:
         """
         if self._unready.pop(peer.uuid, None) is not None and not self._unready:
             if self._unready_peak >= _CROWD:
-                # libzmq's reaper thread frees closed sockets a little later.
-                self._trim_at = trio.current_time() + _TRIM_DELAY
-                self._presence_due(self._trim_at)
+                self._trim_soon()
             self._unready_peak = 0
+
+    def _trim_soon(self) -> None:
+        """Hand freed memory back to the OS shortly (libzmq's reaper frees closed sockets late)."""
+        self._departed = 0
+        if self._trim_at == math.inf:
+            self._trim_at = trio.current_time() + _TRIM_DELAY
+            self._presence_due(self._trim_at)
 
     def _bound_unready(self, newcomer: PeerSession) -> None:
         """Make room for ``newcomer`` among the TCP peers that have not said HELLO."""
@@ -1180,7 +1191,6 @@ class Node:
             deadline = min(
                 now + self._config.evasive_timeout, self._trim_at, self._elections.deadline()
             )
-            removed = 0
             for peer in list(self._peers.values()):
                 protocol, link = peer.protocol, peer.link
                 if protocol.has_queued:
@@ -1212,14 +1222,9 @@ class Node:
                             "linking again at its next beacon",
                         )
                     await self._remove_peer(peer, protocol.ended, protocol.detail)
-                    removed += 1
                 else:
                     deadline = min(deadline, protocol.deadline())
-            if removed >= _CROWD:
-                # Peers that died together: hand their sockets' memory back
-                # too, once libzmq's reaper has freed it (see _settle).
-                self._trim_at = trio.current_time() + _TRIM_DELAY
-                deadline = min(deadline, self._trim_at)
+            deadline = min(deadline, self._trim_at)  # peers removed above may have set it
             self._planned_deaf = self._deafness.deaf
             with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()

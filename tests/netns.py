@@ -34,8 +34,6 @@ import itertools
 import json
 import os
 import queue
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -48,20 +46,14 @@ import pytest
 
 from tests.interop import OUTER_NETNS_VAR
 
+# The namespace primitives are the ones the conformance suite ships.
+from trizre.conformance._netns import SUBNET_BASE, ip_binary
+from trizre.conformance._netns import destroy as _destroy
+from trizre.conformance._netns import run_ip as _run_ip
+
 PREFIX = "trizre-"
-SUBNET_BASE = "10.231"  # netns: addresses exist only inside our namespaces
+
 _counter = itertools.count(1)
-
-
-def ip_binary() -> str:
-    """Path of iproute2's ``ip``."""
-    return shutil.which("ip") or "/usr/sbin/ip"
-
-
-def _run_ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ip_binary(), *args], check=check, capture_output=True, text=True, timeout=30
-    )
 
 
 @functools.cache
@@ -135,55 +127,6 @@ def _subnet_for(pid: int, serial: int) -> int:
     # Unique per pair within a run (up to 250 pairs); runs that happen to
     # pick the same N do not clash, since every pair is its own island.
     return 1 + (pid * 7 + serial) % 250
-
-
-def _netns_id(name: str) -> str | None:
-    """``net:[inode]`` of a named namespace, as /proc/PID/ns/net shows it."""
-    try:
-        return f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
-    except OSError:
-        return None
-
-
-def _pids_in(ns_ids: set[str]) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry.name}/ns/net") in ns_ids:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def _kill(pids: Sequence[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _destroy(names: Sequence[str]) -> None:
-    """Kill what is left inside the namespaces, then delete them.
-
-    Every process in them was started by the test.  The namespaces are
-    followed by inode, not by name, so a process still on its way in
-    (``ip netns exec`` between opening the namespace and entering it) is
-    caught by the sweeps after the names are gone; otherwise it would keep
-    an orphaned namespace alive.
-    """
-    ns_ids = {i for i in map(_netns_id, names) if i is not None}
-    _kill(_pids_in(ns_ids))
-    for name in names:
-        _run_ip("netns", "del", name, check=False)
-    quiet = 0
-    for _ in range(40):
-        pids = _pids_in(ns_ids)
-        _kill(pids)
-        quiet = 0 if pids else quiet + 1
-        if quiet >= 3:
-            break
-        time.sleep(0.02)
 
 
 def list_namespaces() -> list[str]:

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -30,7 +30,8 @@ def ip_binary() -> str:
     return shutil.which("ip") or "/usr/sbin/ip"
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``ip ARGS``, its output captured (``check``: raise on failure)."""
     return subprocess.run(
         [ip_binary(), *args], check=check, capture_output=True, text=True, timeout=30
     )
@@ -60,33 +61,53 @@ class Side:
         return [ip_binary(), "netns", "exec", self.name]
 
 
-def _ns_inode(name: str) -> str | None:
+def namespace_inode(name: str) -> str | None:
+    """``net:[inode]`` of a named namespace, as /proc/PID/ns/net shows it."""
     try:
         return f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
     except OSError:
         return None
 
 
-def _pids_in(ids: set[str]) -> list[int]:
+def pids_in(ns_ids: set[str]) -> list[int]:
+    """The processes inside the namespaces with these inodes."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry.name}/ns/net") in ids:
+                if os.readlink(f"/proc/{entry.name}/ns/net") in ns_ids:
                     found.append(int(entry.name))
     return found
 
 
-def _destroy(names: list[str]) -> None:
-    """Kill what the suite left inside (by namespace inode), then delete the namespaces."""
-    ids = {i for i in map(_ns_inode, names) if i is not None}
-    for _ in range(3):
-        for pid in _pids_in(ids):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+def kill(pids: Sequence[int]) -> None:
+    """SIGKILL each, ignoring those already gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def destroy(names: Sequence[str]) -> None:
+    """Kill what is left inside the namespaces, then delete them.
+
+    Every process in them was started by whoever made them.  The
+    namespaces are followed by inode, not by name, so a process still on
+    its way in (``ip netns exec`` between opening the namespace and
+    entering it) is caught by the sweeps after the names are gone;
+    otherwise it would keep an orphaned namespace alive.
+    """
+    ns_ids = {i for i in map(namespace_inode, names) if i is not None}
+    kill(pids_in(ns_ids))
     for name in names:
-        _ip("netns", "del", name, check=False)
+        run_ip("netns", "del", name, check=False)
+    quiet = 0
+    for _ in range(40):
+        pids = pids_in(ns_ids)
+        kill(pids)
+        quiet = 0 if pids else quiet + 1
+        if quiet >= 3:
+            break
+        time.sleep(0.02)
 
 
 @contextlib.contextmanager
@@ -106,23 +127,23 @@ def namespace_pair() -> Iterator[tuple[Side, Side]]:
     made: list[str] = []
     try:
         for side in (a, b):
-            _ip("netns", "add", side.name)
+            run_ip("netns", "add", side.name)
             made.append(side.name)
-        _ip(
+        run_ip(
             "link", "add", a.interface, "netns", a.name,
             "type", "veth", "peer", "name", b.interface, "netns", b.name,
         )  # fmt: skip
         for side in (a, b):
-            _ip("-n", side.name, "link", "set", "lo", "up")
-            _ip(
+            run_ip("-n", side.name, "link", "set", "lo", "up")
+            run_ip(
                 "-n", side.name, "addr", "add", f"{side.address}/24",
                 "broadcast", f"{SUBNET_BASE}.{n}.255", "dev", side.interface,
             )  # fmt: skip
-            _ip("-n", side.name, "link", "set", side.interface, "up")
+            run_ip("-n", side.name, "link", "set", side.interface, "up")
         deadline = time.monotonic() + 5
         for side in (a, b):
             while True:
-                out = _ip("-n", side.name, "-j", "link", "show", side.interface).stdout
+                out = run_ip("-n", side.name, "-j", "link", "show", side.interface).stdout
                 if "LOWER_UP" in json.loads(out)[0].get("flags", []):
                     break
                 if time.monotonic() > deadline:
@@ -130,4 +151,4 @@ def namespace_pair() -> Iterator[tuple[Side, Side]]:
                 time.sleep(0.02)
         yield a, b
     finally:
-        _destroy(made)
+        destroy(made)

@@ -63,6 +63,24 @@ def test_a_hint_opens_one_check_that_ends_only_a_peer_that_did_not_answer() -> N
     assert hints.deadline() == math.inf and len(hints) == 0
 
 
+def test_a_check_during_which_our_reader_was_deaf_blames_nobody_and_asks_again() -> None:
+    """A PING-OK may wait unread while our reader waits for a slow application."""
+    hints = LeaveHints(grace=1.0)
+    peer = uuid.uuid4()
+    answered = {peer: 5}
+    assert hints.hint(peer, 10.0, pongs=5, mark=2.0)  # deaf 2 s in all, so far
+    # Deaf for 0.5 s of the grace: its PING-OK may be unread, so PING again.
+    assert hints.due(11.0, answered.get, mark=2.5) == ([], [peer])
+    assert hints.deadline() == 12.0
+    answered[peer] = 6  # the backlog read: it answered
+    assert hints.due(12.0, answered.get, mark=2.5) == ([], [])
+    assert peer not in hints
+    # Had it left, the next check, with the reader awake, ends it.
+    assert hints.hint(peer, 20.0, pongs=6, mark=2.5)
+    assert hints.due(21.0, answered.get, mark=3.0) == ([], [peer])
+    assert hints.due(22.0, answered.get, mark=3.0) == ([peer], [])
+
+
 def test_a_flood_of_hints_costs_a_ping_a_second_and_cannot_hide_a_real_leave() -> None:
     hints = LeaveHints(grace=1.0)
     peer = uuid.uuid4()

@@ -87,6 +87,10 @@ class LeaveHints:
     its check opens again at once (one more PING), so that a forger
     repeating them cannot hide the peer's real leave behind a check it
     answered: that leave then ends it within two ``grace``, one otherwise.
+    A check judges by the PING-OKs its caller's reader processed: if that
+    reader could not read for part of the grace (``mark``, the caller's
+    count of seconds it was deaf, moved), a silent peer is not blamed for
+    it; its check opens again (one more PING).
     A flood of hints costs one PING a ``grace`` per peer.  At most one
     check per peer, and only peers the caller knows are hinted: memory is
     bounded by its peer table.  Bad input: a ``grace`` that is not a
@@ -99,8 +103,9 @@ class LeaveHints:
         if not (grace > 0 and math.isfinite(grace)):
             raise ValueError(f"grace must be a positive number of seconds, got {grace!r}")
         self._grace = grace
-        # peer -> (when its check opened, its PING-OKs then, hinted again since), oldest first
-        self._open: dict[UUID, tuple[float, int, bool]] = {}
+        # peer -> (when its check opened, its PING-OKs then, hinted again since,
+        # the caller's deafness mark then), oldest first
+        self._open: dict[UUID, tuple[float, int, bool, float]] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -108,45 +113,53 @@ class LeaveHints:
     def __contains__(self, peer: object) -> bool:
         return peer in self._open
 
-    def hint(self, peer: UUID, now: float, pongs: int) -> bool:
+    def hint(self, peer: UUID, now: float, pongs: int, mark: float = 0.0) -> bool:
         """A credible leaving beacon for ``peer`` at ``now``; True when a check opened (PING it).
 
-        ``pongs``: the PING-OKs the peer has sent us so far.
+        ``pongs``: the PING-OKs the peer has sent us so far; ``mark``: the
+        seconds our reader has been deaf so far (see :meth:`due`).
         """
         found = self._open.get(peer)
         if found is not None:
             if not found[2]:
-                self._open[peer] = (found[0], found[1], True)
+                self._open[peer] = (found[0], found[1], True, found[3])
             return False
-        self._open[peer] = (now, pongs, False)
+        self._open[peer] = (now, pongs, False, mark)
         return True
 
     def deadline(self) -> float:
         """When the next check is due (``math.inf`` with none open)."""
-        for opened, _, _ in self._open.values():
+        for opened, _, _, _ in self._open.values():
             return opened + self._grace  # insertion order is opening order
         return math.inf
 
-    def due(self, now: float, pongs: Callable[[UUID], int | None]) -> tuple[list[UUID], list[UUID]]:
+    def due(
+        self, now: float, pongs: Callable[[UUID], int | None], mark: float = 0.0
+    ) -> tuple[list[UUID], list[UUID]]:
         """Close the checks due at ``now``: the peers that left, and those to PING again.
 
         ``pongs(peer)``: the PING-OKs it has sent us by now, ``None`` if it
-        is gone already (its check just closes).
+        is gone already (its check just closes).  ``mark``: the seconds our
+        reader has been deaf by now; a check during which it grew judges
+        nobody (its PING-OK may wait unread) and opens again.
         """
         left: list[UUID] = []
         again: list[UUID] = []
         while self._open:
-            peer, (opened, then, hinted) = next(iter(self._open.items()))
+            peer, (opened, then, hinted, deaf_then) = next(iter(self._open.items()))
             if now < opened + self._grace:
                 break
             del self._open[peer]
             current = pongs(peer)
             if current is None:
                 continue
-            if current == then:
+            if current == then and mark > deaf_then:
+                self._open[peer] = (now, current, hinted, mark)  # we were deaf: ask again
+                again.append(peer)
+            elif current == then:
                 left.append(peer)
             elif hinted:
-                self._open[peer] = (now, current, False)
+                self._open[peer] = (now, current, False, mark)
                 again.append(peer)
         return left, again
 

@@ -1310,7 +1310,8 @@ class Node:
                 "not from its host, or not with its key (forged?)",
             )
             return
-        if self._leave_hints.hint(peer.uuid, trio.current_time(), protocol.pongs):
+        now = trio.current_time()
+        if self._leave_hints.hint(peer.uuid, now, protocol.pongs, self._deafness.mark(now)):
             self._ping(peer)
             self._leavers_lot.unpark_all()
 
@@ -1437,7 +1438,8 @@ class Node:
         while True:
             with trio.move_on_at(hints.deadline()):
                 await self._leavers_lot.park()
-            left, again = hints.due(trio.current_time(), pongs)
+            now = trio.current_time()
+            left, again = hints.due(now, pongs, self._deafness.mark(now))
             for peer_uuid in again:
                 self._ping(self._peers[peer_uuid])
             for peer_uuid in left:

@@ -1045,8 +1045,9 @@ class Node:
         if (excess := self._limits.hello_excess(frames[1])) is not None:
             self._log_rarely("limits", logging.WARNING, f"refused a HELLO that {excess}")
             return
+        # Measured just above, with a log line: not again.
         found = hello_from_stranger(
-            frames, self._version, curve=self._curve is not None, limits=self._limits
+            frames, self._version, curve=self._curve is not None, limits=None
         )
         if found is None:
             return  # commands before HELLO are ignored (and key-less HELLOs in CURVE mode)

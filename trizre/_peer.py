@@ -181,7 +181,7 @@ def hello_from_stranger(
     version: int,
     *,
     curve: bool = False,
-    limits: PeerLimits = _DEFAULT_LIMITS,
+    limits: PeerLimits | None = _DEFAULT_LIMITS,
 ) -> tuple[UUID, wire.Hello, str | None] | None:
     """The sender, its HELLO and its CURVE key, if ``frames`` can open a conversation.
 
@@ -192,7 +192,8 @@ def hello_from_stranger(
     prefixed by the Z85 key the sender authenticated with, and the HELLO
     must declare that same key in ``X-PUBLICKEY`` (downgrade protection).
     A HELLO over ``limits`` does not qualify either, and is refused before
-    it is decoded (the node logs it: see :meth:`PeerLimits.hello_excess`).
+    it is decoded (see :meth:`PeerLimits.hello_excess`); ``limits=None``
+    when the caller has already measured it (the node does, to log it).
     Returns ``None`` when it does not qualify; never raises for bytes input.
     """
     if len(frames) < 2:
@@ -209,7 +210,7 @@ def hello_from_stranger(
         identity = identity[_Z85_KEY_SIZE:]
     if len(identity) != _IDENTITY_SIZE or identity[0] != 1:
         return None
-    if limits.hello_excess(frames[1]) is not None:
+    if limits is not None and limits.hello_excess(frames[1]) is not None:
         return None
     try:
         message = wire.decode(frames[1:], version)

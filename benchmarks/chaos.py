@@ -394,16 +394,26 @@ def fault_loop(
             delay = rng.uniform(0.5, 2.0)
             schedule(delay, "restart", slot.name)
             faults.titanic_kills += 1
-            mode = faults.titanic_kills % 3
-            if mode == 1 and fleet.kill_mid_write(slot):
-                faults.done["titanic mid-write"] += 1
-                return f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
-            if mode == 2 and fleet.kill_mid_write(slot, after=True):
-                faults.done["titanic after commit"] += 1
-                return (
-                    f"kill -9 {slot.name} after storing a request, before answering it, "
-                    f"restart in {delay:.1f} s"
-                )
+            # The special kills come first and again until each has happened
+            # once: one that found nothing to interrupt must not cost the run
+            # its only try (a CI run has about four Titanic turns).
+            undone = [k for k in TITANIC_KILLS if not faults.done[k]]
+            kill = undone[0] if undone else (*TITANIC_KILLS, "titanic")[faults.titanic_kills % 3]
+            if kill == "titanic mid-write":
+                if fleet.kill_mid_write(slot):
+                    faults.done[kill] += 1
+                    return (
+                        f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
+                    )
+                return f"kill -9 {slot.name} (no write to interrupt), restart in {delay:.1f} s"
+            if kill == "titanic after commit":
+                if fleet.kill_mid_write(slot, after=True):
+                    faults.done[kill] += 1
+                    return (
+                        f"kill -9 {slot.name} after storing a request, before answering it, "
+                        f"restart in {delay:.1f} s"
+                    )
+                return f"kill -9 {slot.name} (no request stored), restart in {delay:.1f} s"
             fleet.kill(slot)
             return f"kill -9 {slot.name}, restart in {delay:.1f} s"
         if kind in ("worker", "freelance"):

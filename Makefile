@@ -35,6 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check trizre tests examples benchmarks
 	$(BIN)/ruff format --check trizre tests examples benchmarks
 	$(BIN)/mypy --strict trizre
+	$(BIN)/lint-imports
 
 # The suite as users get it (nodes of one process linked in memory), then
 # the node and pattern tests again with every link over TCP, as between

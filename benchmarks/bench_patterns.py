@@ -32,8 +32,8 @@ import zmq
 
 import trizre
 from trizre import patterns
-from trizre._zsock import ZSocket, context
 from trizre.patterns import RetryPolicy, State
+from trizre.transport._zsock import ZSocket, context
 
 HERE = Path(__file__).resolve()
 PAYLOAD = b"x" * 100

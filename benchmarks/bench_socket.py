@@ -30,7 +30,7 @@ import trio
 import zmq
 import zmq.asyncio
 
-from trizre._zsock import ZSocket, context
+from trizre.transport._zsock import ZSocket, context
 
 # trizre: one strict `await send()` per message (a schedule point each);
 # trizre-batch: `send_some()` hands libzmq up to 256 messages per schedule point.

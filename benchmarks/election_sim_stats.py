@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.election_sim import Network
-from trizre._peer import node_id
+from trizre.sansio._peer import node_id
 
 
 def four(zyre: int, seeds: int) -> tuple[Counter[str], Counter[str]]:

@@ -25,9 +25,9 @@ import zmq
 from zmq.utils import z85
 
 from trizre import wire
-from trizre._interfaces import select_interface
-from trizre._zsock import ZSocket, context
 from trizre.conformance._agent import b64, unb64
+from trizre.transport._interfaces import select_interface
+from trizre.transport._zsock import ZSocket, context
 
 FLAGS = {
     "beacon-23": "its own beacons are 23 octets",

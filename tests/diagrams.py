@@ -61,44 +61,16 @@ def binary_star() -> str:
 # (by path prefix, the longest that matches); the map draws the imports
 # between rooms as the code has them today.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "wire: codecs, sans I/O": ("wire/",),
-    "protocol rules: peer, presence, elections, gossip": (
-        "_peer.py",
-        "_presence.py",
-        "_election.py",
-        "_gossip.py",
-        "_config.py",
-        "_status.py",
-        "_trace.py",
-        "_events.py",
-        "_guard.py",
-    ),
-    "transport: sockets, links, discovery": (
-        "_zsock.py",
-        "_links.py",
-        "_session.py",
-        "_discovery.py",
-        "_gossip_service.py",
-        "_curve.py",
-        "_interfaces.py",
-        "_util.py",
-    ),
-    "node: open_node, subscriptions": (
-        "_node.py",
-        "_fanout.py",
-        "__init__.py",
-    ),
+    "wire: codecs, errors": ("wire/", "_errors.py"),
+    "trace: the contract, its writer": ("trace/",),
+    "sansio: peer, presence, elections, gossip, guards": ("sansio/",),
+    "transport: sockets, links, discovery, CURVE": ("transport/",),
+    "node: open_node, options, subscriptions": ("node/", "__init__.py"),
     "patterns": ("patterns/",),
     "mdp bridge": ("mdp/",),
     "conformance suite": ("conformance/",),
     "audit (PySpark)": ("audit/",),
-    "watch, metrics, cli": (
-        "_monitor.py",
-        "_pair_health.py",
-        "metrics.py",
-        "cli/",
-        "__main__.py",
-    ),
+    "watch, metrics, cli": ("metrics.py", "cli/", "__main__.py"),
 }
 """Rooms, bottom to top, and the module paths (under ``trizre/``) in each."""
 

@@ -1,6 +1,6 @@
 """A group forming and changing, simulated without sockets, for the election tests.
 
-Each node is either trizre's :class:`~trizre._election.Elections` or
+Each node is either trizre's :class:`~trizre.sansio._election.Elections` or
 :class:`ZyreRules`, a model of what zyre's ``zyre_node.c`` does with ELECT
 and LEADER (counts compared with ``==``, a wave restarted on every new
 member, an empty election object after a stray LEADER). Both take the
@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from trizre._election import Elected, ElectionAction, Elections, SendElect, SendLeader
-from trizre._peer import node_id
+from trizre.sansio._election import Elected, ElectionAction, Elections, SendElect, SendLeader
+from trizre.sansio._peer import node_id
 
 GROUP = "g"
 

@@ -13,8 +13,8 @@ import zmq
 
 import trizre
 from trizre import wire
-from trizre._links import LocalInbox, LocalLink, lookup, register, unregister
-from trizre._zsock import ZSocket, context
+from trizre.transport._links import LocalInbox, LocalLink, lookup, register, unregister
+from trizre.transport._zsock import ZSocket, context
 
 E = TypeVar("E")
 

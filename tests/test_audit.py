@@ -22,8 +22,6 @@ from tests.audit_traces import Node, Traces, flagged_rids, rid, rids
 
 pytest.importorskip("pyspark")
 
-from trizre import _trace as kinds
-from trizre._trace import Tracer
 from trizre.audit import _java, cli
 from trizre.audit._rules import (
     HiddenTraceFiles,
@@ -38,6 +36,8 @@ from trizre.audit._rules import (
     valid_lines,
 )
 from trizre.audit._timeline import bstar_timeline
+from trizre.trace import _contract as kinds
+from trizre.trace._writer import Tracer
 
 try:
     _java.find_java()

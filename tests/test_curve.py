@@ -22,9 +22,9 @@ from zmq.utils.monitor import parse_monitor_message
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, raw_peer, wait_logged
 from trizre import wire
-from trizre._curve import CurvePolicy, allowed_keys, curve_key, load_public_keys, z85
-from trizre._peer import PUBLIC_KEY_HEADER, hello_from_stranger, route
-from trizre._zsock import ZSocket, context
+from trizre.sansio._peer import PUBLIC_KEY_HEADER, hello_from_stranger, route
+from trizre.transport._curve import CurvePolicy, allowed_keys, curve_key, load_public_keys, z85
+from trizre.transport._zsock import ZSocket, context
 
 _HANDSHAKE_FAILED = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,

@@ -27,7 +27,7 @@ import zmq
 import trizre
 from tests.nodes import free_udp_port, next_event
 from trizre import wire
-from trizre._zsock import ZSocket, context
+from trizre.transport._zsock import ZSocket, context
 
 TIMERS = {"evasive_timeout": 0.25, "expired_timeout": 1.0, "beacon_interval": 0.05}
 

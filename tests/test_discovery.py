@@ -19,8 +19,8 @@ import pytest
 import trio
 import trio.testing
 
-from trizre._discovery import BeaconSocket, SourceThrottle, open_beacon_socket
-from trizre._interfaces import Interface, select_interface
+from trizre.transport._discovery import BeaconSocket, SourceThrottle, open_beacon_socket
+from trizre.transport._interfaces import Interface, select_interface
 from trizre.wire import Beacon, EncodeError, encode_beacon
 
 LO = select_interface("lo")

@@ -1,4 +1,4 @@
-"""Leader elections (trizre._election), without sockets.
+"""Leader elections (trizre.sansio._election), without sockets.
 
 Two kinds of test: single steps of the state machine, and whole groups
 forming and changing in :mod:`tests.election_sim`, where each interleaving
@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 
 from tests.election_sim import GROUP, Network, ZyreRules
-from trizre._election import Elected, Elections, SendElect, SendLeader
-from trizre._peer import node_id
+from trizre.sansio._election import Elected, Elections, SendElect, SendLeader
+from trizre.sansio._peer import node_id
 
 
 def ordered(n: int) -> list[uuid.UUID]:

@@ -14,8 +14,9 @@ import trio
 import trio.testing
 from trio.testing import wait_all_tasks_blocked
 
-from trizre._events import Event, EventsIdle, EventsOverflowed, Join, NodeError, Stop
-from trizre._fanout import EventStream, Fanout, Overflow
+from trizre._errors import EventsOverflowed, NodeError
+from trizre.node._fanout import EventsIdle, EventStream, Fanout, Overflow
+from trizre.sansio._events import Event, Join, Stop
 
 
 def joins(n: int) -> list[Event]:
@@ -185,7 +186,7 @@ async def test_publish_after_failed_publish_nowait_delivers_once() -> None:
         e1, e2 = joins(2)
         assert fanout.publish_nowait(e1)
 
-        async def node_publish(event: Event) -> None:  # as trizre._node.Node._publish
+        async def node_publish(event: Event) -> None:  # as trizre.node._node.Node._publish
             if fanout.publish_nowait(event):
                 return
             await fanout.publish(event)

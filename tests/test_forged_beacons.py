@@ -23,9 +23,9 @@ import zmq
 import trizre
 from tests.nodes import free_udp_port
 from trizre import wire
-from trizre._discovery import MemoryDiscovery, open_beacon_socket
-from trizre._interfaces import select_interface
-from trizre._links import TcpLink
+from trizre.transport._discovery import MemoryDiscovery, open_beacon_socket
+from trizre.transport._interfaces import select_interface
+from trizre.transport._links import TcpLink
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 

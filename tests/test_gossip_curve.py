@@ -27,9 +27,9 @@ import trizre
 from tests.czmq import ZGossip, czmq_with_drafts, free_tcp_port
 from tests.interop import zyre_cache
 from tests.nodes import next_event
-from trizre._curve import CurvePolicy, z85
-from trizre._gossip import Deliver, Forget
-from trizre._gossip_service import GossipService, Handshake, handshake_reason, open_gossip
+from trizre.sansio._gossip import Deliver, Forget
+from trizre.transport._curve import CurvePolicy, z85
+from trizre.transport._gossip_service import GossipService, Handshake, handshake_reason, open_gossip
 
 
 class Ear:

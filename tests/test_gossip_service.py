@@ -12,8 +12,8 @@ import trio
 import zmq
 
 from tests.czmq import CZMQ, CZMQ_MISSING, ZGossip, free_tcp_port
-from trizre._gossip import Deliver, Forget
-from trizre._gossip_service import GossipService, open_gossip
+from trizre.sansio._gossip import Deliver, Forget
+from trizre.transport._gossip_service import GossipService, open_gossip
 
 
 class Ear:

@@ -1,4 +1,4 @@
-"""The gossip service's rules (trizre._gossip), without sockets, on exact virtual times."""
+"""The gossip service's rules (trizre.sansio._gossip), without sockets, on exact virtual times."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from trizre import wire
-from trizre._gossip import Deliver, Forget, GossipState, ToClient, ToRemote
+from trizre.sansio._gossip import Deliver, Forget, GossipState, ToClient, ToRemote
 
 HELLO, PING, PONG, INVALID = (
     wire.GossipHello(),

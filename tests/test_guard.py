@@ -1,4 +1,4 @@
-"""The rules that bound what strangers can make a node do, at exact times (trizre._guard)."""
+"""The rules that bound what strangers can make a node do, at exact times (trizre.sansio._guard)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from trizre._guard import (
+from trizre.sansio._guard import (
     LEAVE_GRACE,
     LeaveHints,
     LogLimiter,

@@ -13,8 +13,8 @@ from ipaddress import IPv4Address
 import pytest
 
 import trizre
-from trizre import _interfaces
-from trizre._interfaces import (
+from trizre.transport import _interfaces
+from trizre.transport._interfaces import (
     ENV_VAR,
     Interface,
     InterfaceError,
@@ -256,7 +256,7 @@ def test_fake_no_interfaces_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_ipv6_interface_contains_link_local_addresses_of_its_own_scope() -> None:
     from ipaddress import IPv6Address  # noqa: PLC0415
 
-    from trizre._interfaces import Interface6  # noqa: PLC0415
+    from trizre.transport._interfaces import Interface6  # noqa: PLC0415
 
     veth = Interface6("veth0", 7, IPv6Address("fe80::1"))
     assert veth.scoped == "fe80::1%veth0"
@@ -270,7 +270,7 @@ def test_an_ipv6_interface_contains_link_local_addresses_of_its_own_scope() -> N
 
 
 def test_ipv6_selection_explains_what_is_wrong() -> None:
-    from trizre._interfaces import select_interface6  # noqa: PLC0415
+    from trizre.transport._interfaces import select_interface6  # noqa: PLC0415
 
     with pytest.raises(trizre.InterfaceError, match="'lo' cannot multicast"):
         select_interface6("lo")
@@ -289,7 +289,7 @@ async def test_an_ipv6_node_on_loopback_refuses_to_start() -> None:
 
 
 def test_endpoints_of_every_kind_give_their_host() -> None:
-    from trizre._node import _endpoint_host  # noqa: PLC0415
+    from trizre.node._node import _endpoint_host  # noqa: PLC0415
 
     assert _endpoint_host("tcp://127.0.0.1:5670") == "127.0.0.1"
     assert _endpoint_host("tcp://fe80::1%eth0:5670") == "fe80::1%eth0"  # zyre's form

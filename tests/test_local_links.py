@@ -17,10 +17,10 @@ import trio.testing
 
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, open_nodes, wait_for_peers
-from trizre._links import LocalInbox, LocalLink, lookup, register, unregister
-from trizre._trace import ExitReason
-from trizre._util import OVERSIZE
-from trizre._zsock import ZSocket
+from trizre.trace._contract import ExitReason
+from trizre.transport._links import LocalInbox, LocalLink, lookup, register, unregister
+from trizre.transport._zsock import ZSocket
+from trizre.wire import OVERSIZE
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import trio
 
 import trizre
 from tests.nodes import free_udp_port, raw_peer
-from trizre import _node
+from trizre.node import _node
 
 PEERS = 300
 TIMERS = {"evasive_timeout": 0.25, "expired_timeout": 1.0, "beacon_interval": 0.05}

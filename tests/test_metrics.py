@@ -25,8 +25,8 @@ from tests.test_cli import cli, lo, start
 from tests.test_monitor import MEMORY, echo, until
 from tests.test_watch import http
 from trizre import patterns
-from trizre._monitor import Monitor, open_monitor
 from trizre.cli._metrics import MetricsApp, _histogram, registry_for
+from trizre.cli._monitor import Monitor, open_monitor
 from trizre.cli._web import serve_page
 from trizre.metrics import ClientCollector
 from trizre.patterns import _server

@@ -13,8 +13,9 @@ import trio.testing
 import trizre
 from tests.nodes import free_udp_port, memory_raw_peer
 from trizre import patterns, wire
-from trizre._monitor import Monitor, open_monitor
-from trizre._status import (
+from trizre.cli._monitor import Monitor, open_monitor
+from trizre.patterns import IncomingRequest
+from trizre.patterns._status import (
     BSTAR_GROUP,
     MAGIC,
     MAX_STATUS_BYTES,
@@ -22,7 +23,6 @@ from trizre._status import (
     decode_status,
     encode_status,
 )
-from trizre.patterns import IncomingRequest
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 

@@ -13,8 +13,9 @@ import trio.testing
 
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event, open_nodes, raw_peer, wait_for_peers
-from trizre import _discovery, wire
-from trizre._node import _next_multiple
+from trizre import wire
+from trizre.node._node import _next_multiple
+from trizre.transport import _discovery
 
 
 async def test_two_nodes_meet_talk_and_part() -> None:

@@ -16,7 +16,7 @@ import trio.testing
 import trizre
 from tests.nodes import FAST, free_udp_port, memory_raw_peer, next_event
 from trizre import wire
-from trizre._peer import node_id
+from trizre.sansio._peer import node_id
 
 GROUP = "g"
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}

@@ -20,9 +20,10 @@ import trio.testing
 
 import trizre
 from tests.nodes import free_udp_port, memory_raw_peer, next_event
-from trizre import _node, wire
-from trizre._discovery import MemoryDiscovery
-from trizre._peer import PeerProtocol
+from trizre import wire
+from trizre.node import _node
+from trizre.sansio._peer import PeerProtocol
+from trizre.transport._discovery import MemoryDiscovery
 
 MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 

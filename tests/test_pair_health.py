@@ -1,10 +1,10 @@
-"""A Binary Star pair's health (trizre._pair_health), judged at exact times."""
+"""A Binary Star pair's health (trizre.patterns._pair_health), judged at exact times."""
 
 from __future__ import annotations
 
 import pytest
 
-from trizre._pair_health import ServerSeen, pair_health
+from trizre.patterns._pair_health import ServerSeen, pair_health
 
 T0 = 1_000.0  # the primary became ACTIVE
 KILLED = 1_500.0  # kill -9 of the primary: it is heard no more

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trizre import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, wire
-from trizre._peer import Ballot, PeerLimits, PeerProtocol, hello_from_stranger
-from trizre._trace import ExitReason
-from trizre._util import OVERSIZE
+from trizre.sansio._peer import Ballot, PeerLimits, PeerProtocol, hello_from_stranger
+from trizre.trace._contract import ExitReason
+from trizre.wire import OVERSIZE
 
 PEER = uuid.UUID("0123456789abcdef0123456789abcdef")
 IDENTITY = b"\x01" + PEER.bytes

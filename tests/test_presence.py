@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trizre._presence import Deafness, Liveness, Presence, PresenceAction, answer_time
+from trizre.sansio._presence import Deafness, Liveness, Presence, PresenceAction, answer_time
 
 A = PresenceAction
 DETERMINISTIC = settings(derandomize=True, database=None, deadline=None, max_examples=500)

@@ -9,9 +9,9 @@ import trio
 import trio.testing
 
 from trizre import PeerDisconnected, wire
-from trizre._links import LocalInbox, LocalLink
-from trizre._peer import PeerProtocol
-from trizre._session import PeerSession
+from trizre.sansio._peer import PeerProtocol
+from trizre.transport._links import LocalInbox, LocalLink
+from trizre.transport._session import PeerSession
 
 PEER = uuid.uuid4()
 

@@ -13,7 +13,7 @@ import trio
 import trizre
 from tests.nodes import FAST, free_udp_port, next_event
 from trizre import patterns
-from trizre._trace import Tracer
+from trizre.trace._writer import Tracer
 
 COMMON = {"v", "t", "m", "node", "name", "kind"}
 KINDS = {

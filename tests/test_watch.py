@@ -21,7 +21,7 @@ import trizre
 from tests.nodes import FAST, free_udp_port
 from tests.test_cli import cli, lo, start
 from trizre import patterns
-from trizre._monitor import open_monitor
+from trizre.cli._monitor import open_monitor
 from trizre.cli._watch import render
 from trizre.cli._web import AddressError, MonitorApp, parse_address, serve_page
 

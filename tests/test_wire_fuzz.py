@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 
 import trizre
 from trizre import wire
-from trizre._curve import CurvePolicy
-from trizre._peer import PeerProtocol
 from trizre.patterns import _protocol as proto
+from trizre.sansio._peer import PeerProtocol
+from trizre.transport._curve import CurvePolicy
 from trizre.wire import (
     Beacon,
     DecodeError,

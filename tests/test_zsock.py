@@ -14,9 +14,9 @@ import trio
 import trio.testing
 import zmq
 
-from trizre import _zsock
-from trizre._util import OVERSIZE
-from trizre._zsock import ZSocket, context
+from trizre.transport import _zsock
+from trizre.transport._zsock import ZSocket, context
+from trizre.wire import OVERSIZE
 
 
 def _socket(kind: int, hwm: int) -> zmq.Socket[Any]:

@@ -16,29 +16,32 @@ if sys.platform != "linux":  # pragma: no cover - exercised in a subprocess
         "interface ioctls; zyre (C) or pyre are ZRE implementations for other systems"
     )
 
-from ._config import NodeConfig
-from ._curve import CURVE_ALLOW_ANY, Certificate, load_public_keys
-from ._events import (
+from ._errors import (
+    EventsOverflowed,
+    MessageTooLarge,
+    NodeError,
+    PeerDisconnected,
+    TrizreError,
+    UnknownPeer,
+)
+from .node._config import NodeConfig
+from .node._fanout import EventsIdle, EventStream
+from .node._node import Node, open_node
+from .sansio._events import (
     Enter,
     Evasive,
     Event,
-    EventsIdle,
-    EventsOverflowed,
     Exit,
     Join,
     Leader,
     Leave,
-    MessageTooLarge,
-    NodeError,
-    PeerDisconnected,
     Shout,
     Silent,
     Stop,
-    UnknownPeer,
     Whisper,
 )
-from ._fanout import EventStream
-from ._interfaces import (
+from .transport._curve import CURVE_ALLOW_ANY, Certificate, load_public_keys
+from .transport._interfaces import (
     Interface,
     Interface6,
     InterfaceError,
@@ -46,7 +49,6 @@ from ._interfaces import (
     select_interface,
     select_interface6,
 )
-from ._node import Node, open_node
 
 __version__ = "0.1.0"
 
@@ -70,6 +72,7 @@ __all__ = [
     "Node",
     "NodeConfig",
     "NodeError",
+    "TrizreError",
     "PeerDisconnected",
     "Shout",
     "Silent",

@@ -40,12 +40,12 @@ class _EmitLogs(logging.Handler):
 
 def _uuids_starting_with(digit: str) -> None:
     """Every node's UUID begins with ``digit``: pick which side of a group holds the lowest."""
-    import trizre._node  # noqa: PLC0415
+    import trizre.node._node  # noqa: PLC0415
 
     def uuid4() -> uuid.UUID:
         return uuid.UUID(hex=digit + uuid.uuid4().hex[1:])
 
-    trizre._node.uuid4 = uuid4  # type: ignore[attr-defined]
+    trizre.node._node.uuid4 = uuid4  # type: ignore[attr-defined]
 
 
 async def run(args: argparse.Namespace) -> int:

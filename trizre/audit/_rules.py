@@ -34,7 +34,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from .. import _trace as T
+from ..trace import _contract as T
 from . import _schema as S
 from ._summary import (
     FLAGS,
@@ -105,7 +105,7 @@ def _kind(*kinds: str) -> Column:
 class HiddenTraceFiles(ValueError):
     """Trace files named so that Spark would skip them (``_*`` or ``.*``).
 
-    trizre never names a trace so (see :class:`~trizre._trace.Tracer`);
+    trizre never names a trace so (see :class:`~trizre.trace._contract.Tracer`);
     such a file was renamed or written by something else.  The audit
     refuses to run rather than judge without it.
     """

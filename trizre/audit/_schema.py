@@ -1,7 +1,7 @@
 """The Spark schema of a trace line (docs/traces.md).
 
 The kinds, the schema version and the field values the rules compare
-against are the trace contract's, defined once in :mod:`trizre._trace`.
+against are the trace contract's, defined once in :mod:`trizre.trace._contract`.
 
 
 Spark is never asked to infer a schema: inference reads every file twice and

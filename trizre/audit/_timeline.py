@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from .._trace import ACTIVE_STATE
+from ..trace._contract import ACTIVE_STATE
 from ._summary import BstarSummary, DualActive, NoActive
 
 __all__ = [

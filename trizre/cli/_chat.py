@@ -16,7 +16,7 @@ import sys
 
 import trio
 
-from .._events import Event, Exit, Join, Leave, Shout
+from ..sansio._events import Event, Exit, Join, Leave, Shout
 from ._common import CommandError, add_node_options, open_command_node, printable, run
 
 

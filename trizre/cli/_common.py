@@ -20,9 +20,9 @@ from typing import Any, Final
 import trio
 
 from .. import CURVE_ALLOW_ANY, Certificate, InterfaceError, open_node, select_interface, wire
-from .._interfaces import ENV_VAR
-from .._node import Node
-from .._util import unwrap_single_exception_group
+from .._concurrency import unwrap_single_exception_group
+from ..node._node import Node
+from ..transport._interfaces import ENV_VAR
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1

@@ -2,15 +2,15 @@
 
 prometheus_client writes the format (a well-kept library that Prometheus's
 own project maintains), from a collector that reads the
-:class:`~trizre._monitor.Monitor` at each scrape: nothing is counted twice
+:class:`~trizre.cli._monitor.Monitor` at each scrape: nothing is counted twice
 and nothing runs between scrapes.  The numbers come from two places:
 
 * the watching node's own view: peers by presence;
-* the status announcements of pattern servers (:mod:`trizre._status`):
+* the status announcements of pattern servers (:mod:`trizre.patterns._status`):
   each server's counters and handler-time histogram (its status's
   ``stats``, sent at most every ``STATS_INTERVAL`` seconds while they
   change), each Binary Star server's state and failovers with its pair's
-  health (:mod:`trizre._pair_health`), Titanic's queue.
+  health (:mod:`trizre.patterns._pair_health`), Titanic's queue.
 
 ``docs/operations.md`` lists every metric.  Served by the same small ASGI
 server as the page (hypercorn, in the Trio loop), on loopback unless
@@ -31,7 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .._monitor import Monitor
+from ._monitor import Monitor
 from ._web import Receive, Scope, Send, respond
 
 __all__ = ["MetricsApp", "MonitorCollector", "registry_for"]

@@ -16,7 +16,7 @@ from uuid import UUID
 
 import trio
 
-from .._node import Node
+from ..node._node import Node
 from ._common import add_node_options, open_command_node, positive_seconds, printable, run
 
 

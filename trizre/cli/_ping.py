@@ -21,8 +21,8 @@ from uuid import UUID
 
 import trio
 
-from .._events import NodeError
-from .._node import Node
+from .._errors import NodeError
+from ..node._node import Node
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,

@@ -1,6 +1,6 @@
 """``trizre watch``: a live view of the network, in the terminal and as a web page.
 
-The node joins the status group (:mod:`trizre._status`), so pattern
+The node joins the status group (:mod:`trizre.patterns._status`), so pattern
 servers tell it what they serve and Binary Star servers their state; the
 view shows peers with their presence, groups, services with their workers,
 each Binary Star pair with its health (``ok``, ``degraded: no standby since
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._monitor import Monitor, open_monitor
 from ._common import CommandError, add_node_options, open_command_node, printable, run
+from ._monitor import Monitor, open_monitor
 from ._web import AddressError, parse_address
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The monitoring page of ``trizre watch --web``: a small ASGI app served by hypercorn.
 
 hypercorn because it runs inside our Trio loop (its ``trio`` worker), so
-the page reads the :class:`~trizre._monitor.Monitor` directly, with no
+the page reads the :class:`~trizre.cli._monitor.Monitor` directly, with no
 thread and no copy; server-sent events because the page only listens, and
 an ``EventSource`` reconnects by itself.  No web framework: three routes.
 
@@ -32,7 +32,7 @@ from typing import Any, Final
 import trio
 from trio_util import AsyncValue
 
-from .._monitor import Monitor
+from ._monitor import Monitor
 
 log = logging.getLogger("trizre.cli.web")
 

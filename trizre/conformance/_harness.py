@@ -21,8 +21,8 @@ import zmq
 from zmq.utils import z85
 
 from .. import wire
-from .._interfaces import Interface, select_interface
-from .._zsock import ZSocket, context
+from ..transport._interfaces import Interface, select_interface
+from ..transport._zsock import ZSocket, context
 from ._agent import AgentProcess
 
 

@@ -20,7 +20,7 @@ holds no place.  A request that a worker exists for but none answers
 Guide's broker, and the client's own timeout ends it.  Each client (a
 ROUTER identity) holds at most ``max_in_flight_per_client`` places; one
 more gets no reply and counts in ``refused``.  Every log line a peer can
-trigger is rate-limited (:func:`trizre._guard.log_rarely`).
+trigger is rate-limited (:func:`trizre.sansio._guard.log_rarely`).
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ import attrs
 import trio
 import zmq
 
-from .._guard import LogLimiter, log_rarely
-from .._node import Node
-from .._util import unwrap_single_exception_group
-from .._zsock import ZSocket, context
+from .._concurrency import unwrap_single_exception_group
+from ..node._node import Node
 from ..patterns import (
     IncomingRequest,
     PatternError,
@@ -51,6 +49,8 @@ from ..patterns import (
     open_server,
     open_service_client,
 )
+from ..sansio._guard import LogLimiter, log_rarely
+from ..transport._zsock import ZSocket, context
 from . import _codec as mdp
 
 log = logging.getLogger("trizre.mdp")

@@ -28,14 +28,13 @@ from uuid import UUID
 import trio
 from trio_util import AsyncValue
 
-from .. import _trace as kinds
-from .._events import Enter, Exit, NodeError, Whisper
-from .._node import Node
-from .._status import BSTAR_GROUP
-from .._util import unwrap_single_exception_group
+from .. import Enter, Exit, Node, NodeError, Whisper
+from .._concurrency import unwrap_single_exception_group
+from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
 from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
+from ._status import BSTAR_GROUP
 
 __all__ = ["BinaryStarServer", "DuplicateServer", "open_binary_star_server"]
 

@@ -13,9 +13,8 @@ from uuid import UUID
 import attrs
 import trio
 
-from .. import _trace as kinds
-from .._events import NodeError
-from .._node import Node
+from .. import Node, NodeError
+from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._common import (
     ClientStats,

@@ -15,10 +15,8 @@ import attrs
 import trio
 from trio_util import RepeatedEvent
 
-from .._events import Exit, Leave, Silent, Whisper
-from .._fanout import EventStream
-from .._node import Node
-from .._util import unwrap_single_exception_group
+from .. import EventStream, Exit, Leave, Node, Silent, Whisper
+from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
 
 __all__ = [

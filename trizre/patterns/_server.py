@@ -15,13 +15,12 @@ from uuid import UUID
 import attrs
 import trio
 
-from .. import _trace as kinds
-from .._events import Join, NodeError, Whisper
-from .._node import Node
-from .._status import STATUS_GROUP, encode_status
-from .._util import unwrap_single_exception_group
+from .. import Join, Node, NodeError, Whisper
+from .._concurrency import unwrap_single_exception_group
+from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._common import LATENCY_BUCKETS
+from ._status import STATUS_GROUP, encode_status
 
 __all__ = [
     "Handler",
@@ -250,7 +249,7 @@ class Server:
         self._accept_after = accept_after
         self._accept_due = trio.lowlevel.ParkingLot()
         self._holding: set[tuple[UUID, int]] = set()  # (client, request id) held here
-        # What watchers are told (trizre._status); None in the targets: the group.
+        # What watchers are told (trizre.patterns._status); None in the targets: the group.
         self.status: dict[str, Any] = (
             {"key": f"service:{service}", "kind": "service", "service": service}
             if service

@@ -40,8 +40,8 @@ from typing import Any, Literal, TypeVar, TypeVarTuple, final
 
 import trio
 
-from .._node import Node
-from .._util import unwrap_single_exception_group
+from .. import Node
+from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
 from ._clients import ServiceClient, open_service_client
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy

@@ -54,6 +54,7 @@ from ._message import (
     parse_election_body,
     whisper_sequence,
 )
+from ._oversize import OVERSIZE
 from ._sequence import (
     HELLO_SEQUENCE,
     INITIAL_SEQUENCE,
@@ -72,6 +73,7 @@ from ._zap import (
 )
 
 __all__ = [
+    "OVERSIZE",
     # beacons
     "BEACON_VERSIONS",
     "CURVE_KEY_SIZE",

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any, final
 
+from .._errors import TrizreError
+
 __all__ = ["DecodeError", "EncodeError", "UnknownCommand", "VersionMismatch", "WireError"]
 
 
-class WireError(Exception):
+class WireError(TrizreError):
     """Base class of every exception raised by :mod:`trizre.wire`."""
 
 

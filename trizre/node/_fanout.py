@@ -26,13 +26,25 @@ from typing import Final, Literal, final
 
 import trio
 
-from ._events import Event, EventsIdle, EventsOverflowed, Stop
+from .._errors import EventsOverflowed, NodeError
+from ..sansio._events import Event, Stop
 
-__all__ = ["EventStream", "Fanout", "Overflow"]
+__all__ = ["EventStream", "EventsIdle", "Fanout", "Overflow"]
 
 Overflow = Literal["block", "raise"]
 
 _YIELD_EVERY: Final = 32
+
+
+class EventsIdle(NodeError, trio.TooSlowError):
+    """No event came within a subscription's ``idle_timeout``.
+
+    Raised by the subscription's iterator (or ``receive``) when it has
+    waited ``idle_timeout`` seconds for the next event.  Nothing is lost and
+    the subscription stays open: iterate it again to go on waiting.  A
+    ``trio.TooSlowError``, so code written for ``trio.fail_after`` catches
+    it too.
+    """
 
 
 @final

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from trizre._util import unwrap_single_exception_group
+from trizre._concurrency import unwrap_single_exception_group
 
 
 def cancelled() -> trio.Cancelled:

@@ -60,8 +60,8 @@ from typing import Final, Protocol, final
 import trio
 from trio_util import RepeatedEvent
 
-from trizre._guard import LogLimiter, log_rarely
-from trizre._interfaces import Interface, Interface6
+from trizre.sansio._guard import LogLimiter, log_rarely
+from trizre.transport._interfaces import Interface, Interface6
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
 
 __all__ = [

@@ -47,7 +47,7 @@ from typing import Any, Final, cast, final
 import trio
 import zmq
 
-from ._util import OVERSIZE
+from ..wire import OVERSIZE
 
 __all__ = ["ZSocket", "context"]
 
@@ -144,7 +144,7 @@ class ZSocket:
         ``max_message_size`` (-1: none), for a ROUTER: a message whose
         frames after the identity total more octets is not copied out of
         libzmq; :meth:`receive_batch` gives it as ``[identity, OVERSIZE]``
-        (:data:`trizre._util.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
+        (:data:`trizre._concurrency.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
         frame).
         """
         zsock.setsockopt(zmq.LINGER, 0)

@@ -1,7 +1,7 @@
 """A peer as a node holds it: its protocol, its link, and the order of its senders.
 
-:class:`PeerSession` joins one peer's sans-I/O :class:`~trizre._peer.PeerProtocol`
-to the :class:`~trizre._links.Link` that carries its messages, and keeps the
+:class:`PeerSession` joins one peer's sans-I/O :class:`~trizre.sansio._peer.PeerProtocol`
+to the :class:`~trizre.transport._links.Link` that carries its messages, and keeps the
 one rule that needs both: messages leave in the order they were numbered.
 Protocol messages queued by the protocol (HELLO, JOIN, LEAVE, PING, PING-OK)
 go before the next data message; a data sender that must wait for room
@@ -16,9 +16,9 @@ from uuid import UUID
 
 import trio
 
-from ._events import PeerDisconnected
+from .._errors import PeerDisconnected
+from ..sansio._peer import PeerProtocol
 from ._links import Link
-from ._peer import PeerProtocol
 
 __all__ = ["Build", "PeerSession"]
 

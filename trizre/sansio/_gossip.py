@@ -48,7 +48,7 @@ from typing import Final, TypeAlias, final
 
 import attrs
 
-from . import wire
+from .. import wire
 
 __all__ = [
     "Deliver",

@@ -9,9 +9,9 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 
-from . import wire
-from ._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
-from ._peer import PeerLimits
+from .. import wire
+from ..sansio._peer import PeerLimits
+from ..transport._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
 
 __all__ = ["DiscoveryKind", "NodeConfig"]
 

@@ -36,8 +36,8 @@ import trio
 import zmq
 import zmq.auth
 
-from . import wire
-from ._guard import LogLimiter, log_rarely
+from .. import wire
+from ..sansio._guard import LogLimiter, log_rarely
 from ._zsock import ZSocket, context
 
 __all__ = [

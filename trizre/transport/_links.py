@@ -15,7 +15,7 @@ differs is said by the interface itself (:attr:`Link.in_process`,
   because a local peer's liveness is read directly
   (:attr:`LocalInbox.deaf_since`).
 * CURVE is a :class:`TcpLink` made with a key pair and the peer's public
-  key, into an inbox bound as a CURVE server (:mod:`trizre._curve`).
+  key, into an inbox bound as a CURVE server (:mod:`trizre.transport._curve`).
 
 Backpressure is the DEALER's on both: at most ``hwm`` messages of one link
 wait; a sender beyond that waits (``send``) or is refused (``send_nowait``).
@@ -35,7 +35,7 @@ import attrs
 import trio
 import zmq
 
-from ._util import OVERSIZE
+from ..wire import OVERSIZE
 from ._zsock import ZSocket, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this

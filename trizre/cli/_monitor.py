@@ -1,7 +1,7 @@
 """What a watching node sees: the model behind ``trizre watch`` and its web page.
 
 :class:`Monitor` turns a node's events, and the status announcements of
-pattern servers (:mod:`trizre._status`), into a JSON-able
+pattern servers (:mod:`trizre.patterns._status`), into a JSON-able
 :meth:`~Monitor.snapshot`: peers with their presence, groups, services with
 their workers, Binary Star pairs with their states and failovers, and a
 bounded log of what happened.  It does no I/O of its own: :meth:`apply`
@@ -23,11 +23,22 @@ from uuid import UUID
 import trio
 from trio_util import AsyncValue
 
-from ._events import Enter, Evasive, Event, Exit, Join, Leader, Leave, Shout, Silent, Whisper
-from ._node import Node
-from ._pair_health import SPLIT_BRAIN_MARGIN, ServerSeen, pair_health
-from ._status import OWN_GROUPS, STATUS_GROUP, decode_status
-from ._util import unwrap_single_exception_group
+from .._concurrency import unwrap_single_exception_group
+from ..node._node import Node
+from ..patterns._pair_health import SPLIT_BRAIN_MARGIN, ServerSeen, pair_health
+from ..patterns._status import OWN_GROUPS, STATUS_GROUP, decode_status
+from ..sansio._events import (
+    Enter,
+    Evasive,
+    Event,
+    Exit,
+    Join,
+    Leader,
+    Leave,
+    Shout,
+    Silent,
+    Whisper,
+)
 
 __all__ = ["Monitor", "open_monitor"]
 
@@ -204,7 +215,7 @@ class Monitor:
         """Everything the views show, as JSON-able data (see ``docs/operations.md``).
 
         ``time`` is when it was taken (``clock``); each pair carries its
-        ``health`` (:func:`~trizre._pair_health.pair_health`).
+        ``health`` (:func:`~trizre.patterns._pair_health.pair_health`).
         """
         now = self.clock()
         view = self._view(now)
@@ -373,7 +384,7 @@ async def open_monitor(
 ) -> AsyncIterator[Monitor]:
     """Watch the network from ``node``: join the status group and keep a :class:`Monitor`.
 
-    The node joins :data:`~trizre._status.STATUS_GROUP` so that pattern
+    The node joins :data:`~trizre.patterns._status.STATUS_GROUP` so that pattern
     servers announce themselves to it, and leaves it when the block ends.
     Every ``refresh`` seconds the monitor checks for changes no event
     reports (a peer alive again).  Cancellation or the node stopping ends

@@ -1,4 +1,4 @@
-"""A gossip service on ZeroMQ sockets under Trio: :class:`~trizre._gossip.GossipState` wired up.
+"""The gossip service on ZeroMQ sockets under Trio: :class:`~trizre.sansio._gossip.GossipState`.
 
 One ROUTER bound to each ``bind`` endpoint takes clients; one DEALER per
 ``connect`` endpoint reaches a remote service; a clock task lets the state
@@ -9,7 +9,7 @@ so its peers may be czmq's zgossip (zyre's gossip mode) or ours.
 CURVE, as czmq's zgossip does it (its draft API, which zyre drives with
 ``zyre_set_zcert``, ``zyre_gossip_bind`` and ``zyre_gossip_connect_curve``):
 a service with a key pair binds its ROUTERs as CURVE servers under that
-key, and the process's ZAP handler (:func:`~trizre._curve.open_zap`) judges
+key, and the process's ZAP handler (:func:`~trizre.transport._curve.open_zap`) judges
 each client's key; a DEALER given the hub's public key connects as a CURVE
 client with the service's own key pair.  Every socket is monitored, so a
 refused handshake (no CURVE on one side, a wrong hub key, a client key not
@@ -30,11 +30,11 @@ import attrs
 import trio
 import zmq
 
-from . import wire
+from .. import wire
+from .._concurrency import unwrap_single_exception_group
+from ..sansio._gossip import Deliver, Forget, GossipAction, GossipState, ToClient, ToRemote
+from ..sansio._guard import LogLimiter, log_rarely
 from ._curve import Certificate, CurveKey, CurvePolicy, curve_key, open_zap, z85
-from ._gossip import Deliver, Forget, GossipAction, GossipState, ToClient, ToRemote
-from ._guard import LogLimiter, log_rarely
-from ._util import unwrap_single_exception_group
 from ._zsock import ZSocket, context
 
 __all__ = ["GossipService", "Handshake", "Heard", "open_gossip"]
@@ -310,8 +310,8 @@ async def open_gossip(
 
     Endpoints are ZeroMQ's (``tcp://host:port``, ``tcp://host:*``,
     ``ipc://path``).  ``heard`` is called for every new tuple
-    (:class:`~trizre._gossip.Deliver`) and every one forgotten
-    (:class:`~trizre._gossip.Forget`); ``handshake`` for every handshake
+    (:class:`~trizre.sansio._gossip.Deliver`) and every one forgotten
+    (:class:`~trizre.sansio._gossip.Forget`); ``handshake`` for every handshake
     that succeeds or fails on any of the service's connections (see
     :class:`Handshake`; failures are also logged, each kind at most every
     10 s).
@@ -319,7 +319,7 @@ async def open_gossip(
     CURVE: with ``curve`` (a key pair), every ``bind`` endpoint is a CURVE
     server under that key, as zgossip's with ``SET PUBLICKEY``/``SECRETKEY``:
     clients must know its public key, and ``allow`` (a
-    :class:`~trizre._curve.CurvePolicy`, required then) says which client
+    :class:`~trizre.transport._curve.CurvePolicy`, required then) says which client
     keys the process's ZAP handler lets in.  With ``server_key`` too (the
     hubs' public key), every ``connect`` endpoint is reached as a CURVE
     client with ``curve``'s key pair (zyre's ``zyre_gossip_connect_curve``);

@@ -1,15 +1,15 @@
 """The ZRE node: the public API, its tasks and its lifecycle.
 
 The protocol rules live elsewhere, each in one place: the conversation
-with one peer in :mod:`trizre._peer`, the transports in :mod:`trizre._links`,
-discovery in :mod:`trizre._discovery`, the options in :mod:`trizre._config`.
+with one peer in :mod:`trizre.sansio._peer`, the transports in :mod:`trizre.transport._links`,
+discovery in :mod:`trizre.transport._discovery`, the options in :mod:`trizre.node._config`.
 The node wires them together (``docs/architecture.md`` has the map):
 
 * beacons out: one at start, then every ``beacon_interval``;
-* beacons in: a :class:`~trizre._discovery.Discovery` calls ``_on_beacon``
+* beacons in: a :class:`~trizre.transport._discovery.Discovery` calls ``_on_beacon``
   for each; an unknown UUID with a port becomes a peer (a link and a
-  :class:`~trizre._peer.PeerProtocol` with our HELLO queued); port 0 is a
-  hint (:mod:`trizre._guard`): the peer is PINGed, and the leavers task
+  :class:`~trizre.sansio._peer.PeerProtocol` with our HELLO queued); port 0 is a
+  hint (:mod:`trizre.sansio._guard`): the peer is PINGed, and the leavers task
   ends it if no PING-OK comes within a second;
 * inboxes: the ROUTER, and the in-process inbox for peers of this Trio run;
   each message goes to its peer's protocol, whose events are published;
@@ -38,10 +38,30 @@ import trio
 import zmq
 from trio_util import RepeatedEvent
 
-from . import _trace as kinds
-from . import wire
-from ._config import DiscoveryKind, NodeConfig
-from ._curve import (
+from .. import wire
+from .._concurrency import unwrap_single_exception_group
+from .._errors import MessageTooLarge, PeerDisconnected, UnknownPeer
+from ..sansio._election import Elected, ElectionAction, Elections, SendElect
+from ..sansio._events import (
+    Enter,
+    Evasive,
+    Event,
+    Exit,
+    Join,
+    Leader,
+    Leave,
+    Shout,
+    Silent,
+    Whisper,
+)
+from ..sansio._gossip import Deliver, Forget
+from ..sansio._guard import LeaveHints, LogLimiter, NewPeerBudget, credible_leave, log_rarely
+from ..sansio._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
+from ..sansio._presence import Deafness
+from ..trace import _contract as kinds
+from ..trace._contract import ExitReason
+from ..trace._writer import Tracer
+from ..transport._curve import (
     CURVE_ALLOW_ANY,
     Certificate,
     CurveKey,
@@ -50,29 +70,10 @@ from ._curve import (
     open_zap,
     z85,
 )
-from ._discovery import Discovery, open_beacon_hub, open_memory_discovery
-from ._election import Elected, ElectionAction, Elections, SendElect
-from ._events import (
-    Enter,
-    Evasive,
-    Event,
-    Exit,
-    Join,
-    Leader,
-    Leave,
-    MessageTooLarge,
-    PeerDisconnected,
-    Shout,
-    Silent,
-    UnknownPeer,
-    Whisper,
-)
-from ._fanout import EventStream, Fanout, Overflow
-from ._gossip import Deliver, Forget
-from ._gossip_service import GossipService, open_gossip
-from ._guard import LeaveHints, LogLimiter, NewPeerBudget, credible_leave, log_rarely
-from ._interfaces import Interface, Interface6, select_interface, select_interface6
-from ._links import (
+from ..transport._discovery import Discovery, open_beacon_hub, open_memory_discovery
+from ..transport._gossip_service import GossipService, open_gossip
+from ..transport._interfaces import Interface, Interface6, select_interface, select_interface6
+from ..transport._links import (
     CurveClient,
     CurveServer,
     Inbox,
@@ -85,12 +86,12 @@ from ._links import (
     register,
     unregister,
 )
-from ._peer import Ballot, PeerEvent, PeerProtocol, Published, hello_from_stranger, node_id
-from ._presence import Deafness
-from ._session import Build, PeerSession
-from ._trace import ExitReason, Tracer
-from ._util import OVERSIZE, release_freed_memory, unwrap_single_exception_group
-from ._zsock import ZSocket
+from ..transport._session import Build, PeerSession
+from ..transport._zsock import ZSocket
+from ..wire import OVERSIZE
+from ._config import DiscoveryKind, NodeConfig
+from ._fanout import EventStream, Fanout, Overflow
+from ._memory import release_freed_memory
 
 __all__ = ["Node", "open_node"]
 
@@ -373,7 +374,7 @@ class Node:
     ) -> EventStream:
         """Subscribe to this node's events from now on.
 
-        Every subscription sees every event; see :mod:`trizre._fanout` and
+        Every subscription sees every event; see :mod:`trizre.node._fanout` and
         ``docs/node.md`` for what happens when a subscriber falls behind
         (``overflow="block"``: the node waits for it; ``"raise"``: it is
         cut off with :class:`~trizre.EventsOverflowed`).  With
@@ -1297,7 +1298,7 @@ class Node:
         From another host than the peer's, or (CURVE) with another key than
         the one its link authenticates, it is ignored.  Otherwise the peer
         is PINGed, and ``_check_leavers`` ends it if no PING-OK comes
-        within a second (see :class:`~trizre._guard.LeaveHints`): a live
+        within a second (see :class:`~trizre.sansio._guard.LeaveHints`): a live
         peer answers and stays, one that left answers nothing.  Its link
         ends it otherwise, as any peer.
         """

@@ -35,7 +35,7 @@ The rules it enforces, all of them from 36/ZRE unless noted:
   (:func:`~trizre.wire.hello_excess`), so refusing a huge one costs at
   most ``groups + headers`` steps; a message over the size limit reaches
   the protocol as ``[identity, OVERSIZE]`` (the transport refused to
-  copy it, see :meth:`~trizre._zsock.ZSocket.receive_batch`).
+  copy it, see :meth:`~trizre.transport._zsock.ZSocket.receive_batch`).
 * PING is answered with PING-OK; GOODBYE (zyre's id 10) ends the peer.
 * Messages of another protocol version are ignored (their numbers do not
   count); a command id we do not know counts its number and is skipped; a
@@ -47,7 +47,7 @@ The rules it enforces, all of them from 36/ZRE unless noted:
 * Presence: in-sequence traffic proves the peer alive; :meth:`poll` turns
   silence into PINGs, :class:`~trizre.Evasive` (a PING left unanswered)
   and :class:`~trizre.Silent` events and, at ``expired``,
-  :attr:`ExitReason.EXPIRED` (see :mod:`trizre._presence`).  Beacons the node counts
+  :attr:`ExitReason.EXPIRED` (see :mod:`trizre.sansio._presence`).  Beacons the node counts
   (:meth:`PeerProtocol.beacon_heard`) prove the peer alive, not the link:
   a link silent for twice ``expired`` still ends it, with a
   :attr:`PeerProtocol.detail` that says so.
@@ -73,11 +73,11 @@ from uuid import UUID
 
 import attrs
 
-from . import wire
+from .. import wire
+from ..trace._contract import ExitReason
+from ..wire import OVERSIZE
 from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
 from ._presence import Deafness, Presence, PresenceAction
-from ._trace import ExitReason
-from ._util import OVERSIZE
 
 __all__ = [
     "PUBLIC_KEY_HEADER",
@@ -96,7 +96,7 @@ __all__ = [
 class Ballot:
     """An ELECT (``leader=False``) or LEADER (``leader=True``) for ``group``, naming ``candidate``.
 
-    Not published: the node hands it to its elections (:mod:`trizre._election`).
+    Not published: the node hands it to its elections (:mod:`trizre.sansio._election`).
     """
 
     group: str
@@ -233,7 +233,7 @@ class PeerProtocol:
     input: a HELLO not numbered 1 raises ``ValueError``; ``version`` must
     be one of ``wire.MESSAGE_VERSIONS``.
     Times are any monotonic float clock; the node passes Trio's, and its
-    :class:`~trizre._presence.Deafness`, shared by all its peers, so that
+    :class:`~trizre.sansio._presence.Deafness`, shared by all its peers, so that
     the time it could not read is not held against them.
     """
 
@@ -379,7 +379,7 @@ class PeerProtocol:
         ``frames`` are as a ROUTER delivers them: the peer's identity, then
         the message.  ``[identity, OVERSIZE]`` stands for a message the
         transport refused as over ``limits.message_size``
-        (:data:`trizre._util.OVERSIZE`): it ends the peer
+        (:data:`trizre._concurrency.OVERSIZE`): it ends the peer
         (:attr:`ExitReason.LIMITS`).  Replies (PING-OK) are queued
         (see :meth:`queued`).  When the message ends the peer,
         :attr:`ended` is set and nothing more should be fed in.  Never

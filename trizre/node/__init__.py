@@ -1,0 +1,1 @@
+"""The node: a Trio shell running the rules of :mod:`trizre.sansio` over :mod:`trizre.transport`."""

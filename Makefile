@@ -40,9 +40,9 @@ lint: $(STAMP)
 # The suite as users get it (nodes of one process linked in memory), then
 # the node and pattern tests again with every link over TCP, as between
 # processes: both paths stay covered.
-TCP_TESTS := tests/test_node.py tests/test_node_elections.py tests/test_trace.py tests/test_freelance.py \
-	tests/test_lazy_pirate.py tests/test_titanic.py \
-	tests/test_services.py tests/test_bstar.py
+TCP_TESTS := tests/node/test_node.py tests/node/test_node_elections.py tests/node/test_trace.py tests/patterns/test_freelance.py \
+	tests/patterns/test_lazy_pirate.py tests/patterns/test_titanic.py \
+	tests/patterns/test_services.py tests/patterns/test_bstar.py
 
 pytest: $(STAMP) java chromium zyre
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -61,7 +61,7 @@ java:
 	fi
 
 # Headless Chromium and its driver for the monitoring page's browser test
-# (tests/test_watch_browser.py), from Debian, as Java above; elsewhere the
+# (tests/system/test_watch_browser.py), from Debian, as Java above; elsewhere the
 # test skips, saying why.
 chromium:
 	@if { command -v chromium || [ -x "$${CHROMIUM:-/nonexistent}" ]; } >/dev/null 2>&1 \
@@ -122,13 +122,13 @@ bench: $(STAMP) zyre
 # peer protocol, the pattern envelope and the beacon decoder. Prints count,
 # time and peak memory per decoder.
 fuzz: $(STAMP)
-	TRIZRE_FUZZ_SCALE=10 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_wire_fuzz.py \
+	TRIZRE_FUZZ_SCALE=10 $(BIN)/pytest -q -s -p no:cacheprovider tests/unit/test_wire_fuzz.py \
 		-k "mutated"
 
 # Every pattern under faults for 10 minutes (CHAOS_ARGS="--duration 60" for
 # less), in namespaces of its own, judged by the audit on a Spark cluster
 # on 127.0.0.1; prints the verdict table, exit 0 only on a pass. Needs root.
-# make test runs its 60 s profile (tests/test_chaos.py).
+# make test runs its 60 s profile (tests/system/test_chaos.py).
 chaos: $(STAMP) java
 	$(BIN)/python benchmarks/chaos.py --profile default --out chaos-run $(CHAOS_ARGS)
 

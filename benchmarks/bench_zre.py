@@ -12,7 +12,7 @@ libzyre, built by ``scripts/build-zyre.sh`` with zyre from
 Network safety (shared/DESIGN.md section 3): pyre beacons on the first
 non-loopback interface and zyre on the one it is given, so every process runs
 inside two network namespaces
-this script creates (``tests/netns.py``), joined by a veth pair: one node
+this script creates (``tests/support/netns.py``), joined by a veth pair: one node
 per namespace, 100-byte payloads, unless a scenario says otherwise.  trizre
 and raw pyzmq use that same veth.  Without namespaces (not root, no ``ip``)
 pyre and zyre are skipped and trizre and raw pyzmq run on loopback.
@@ -69,9 +69,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import netns  # noqa: E402
 from tests.interop import zyre_cache  # noqa: E402
-from tests.netns import Agent, Namespace  # noqa: E402
+from tests.support import netns  # noqa: E402
+from tests.support.netns import Agent, Namespace  # noqa: E402
 
 WORKER = Path(__file__).resolve().with_name("zre_worker.py")
 ZYRE_WORKER_SOURCE = WORKER.with_name("zyre_worker.c")

@@ -21,7 +21,7 @@ devices exist, and every command is answered ``ok`` (or ``error ...``).
 
 :class:`Switch` is the decision, without I/O: frames and times in,
 ``(due, port, frame)`` out, so it is tested on exact times with a seeded
-random generator (``tests/test_chaos.py``).
+random generator (``tests/system/test_chaos.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The simulated election figures of docs/elections.md, reproduced (no network: seconds).
 
-Groups form on tests/election_sim.py's simulated network (seeded, so the
+Groups form on tests/support/election_sim.py's simulated network (seeded, so the
 counts are exact), then the leader leaves.  Printed per mix: formations
 whose every node reported the lowest contester, re-elections likewise,
 and for trizre-only groups how many elections needed the timeout.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.election_sim import Network
+from tests.support.election_sim import Network
 from trizre.sansio._peer import node_id
 
 

@@ -2,7 +2,7 @@
 
 A master and one worker, from pyspark's own ``spark-class``, both bound to
 127.0.0.1 (``SPARK_LOCAL_IP``; nothing listens or talks elsewhere), and
-stopped on the way out whatever happens.  ``tests/test_audit_cluster.py``
+stopped on the way out whatever happens.  ``tests/system/test_audit_cluster.py``
 checks the audit on it; ``make chaos`` gives it its verdict.
 """
 

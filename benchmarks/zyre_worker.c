@@ -52,7 +52,7 @@
 
 #define MAX_NODES 1024
 #define SLOW_EVERY 1000         //  the slow reader sleeps 1 ms every 1000
-#define TEST_NETWORK 0x0AE70000 //  10.231.0.0/16, tests/netns.py's
+#define TEST_NETWORK 0x0AE70000 //  10.231.0.0/16, tests/support/netns.py's
 
 static double
 monotonic (void)
@@ -121,11 +121,11 @@ lower_hex (const char *uuid, char out [33])
 //  zyre broadcasts its beacons on the interface it is given, so before any
 //  node exists every one of these must hold, or we refuse to start:
 //
-//  1.  our network namespace is one tests/netns.py made (a /run/netns
+//  1.  our network namespace is one tests/support/netns.py made (a /run/netns
 //      entry named trizre-* is this very namespace), and neither PID 1's
 //      nor the harness's own ($TRIZRE_OUTER_NETNS; required when PID 1's
 //      cannot be read, as for root without CAP_SYS_PTRACE);
-//  2.  --interface names a veth end as tests/netns.py names them, tz<N>a
+//  2.  --interface names a veth end as tests/support/netns.py names them, tz<N>a
 //      or tz<N>b, that exists here, is a veth, and has an IPv4 address in
 //      the test network 10.231.0.0/16;
 //  3.  every address of every interface here is loopback or in
@@ -136,7 +136,7 @@ lower_hex (const char *uuid, char out [33])
 //  as a handle on the kernel.
 
 #define NETNS_DIR    "/run/netns"
-#define NETNS_PREFIX "trizre-"  //  tests/netns.py's PREFIX
+#define NETNS_PREFIX "trizre-"  //  tests/support/netns.py's PREFIX
 
 static int
 refuse (const char *why, const char *what)
@@ -178,7 +178,7 @@ namespace_is_ours (void)
                        "TRIZRE_OUTER_NETNS (the harness's) is not set", NULL);
 
     //  Positively one of the benchmark's: ip netns add mounts each
-    //  namespace at /run/netns/NAME, and tests/netns.py names them trizre-*.
+    //  namespace at /run/netns/NAME, and tests/support/netns.py names them trizre-*.
     DIR *dir = opendir (NETNS_DIR);
     if (!dir)
         return refuse ("no " NETNS_DIR ": not started with `ip netns exec`", NULL);

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import _netguard
+from tests.support import _netguard
 
 pytest_plugins = ["pytester"]
 

@@ -1,7 +1,7 @@
 """Interop agents: standalone scripts that drive one ZRE node over JSON lines.
 
 An agent is started inside a network namespace the test created (see
-``tests/netns.py``), reads commands on stdin and writes events on stdout, one
+``tests/support/netns.py``), reads commands on stdin and writes events on stdout, one
 JSON object per line.  The protocol, shared by every agent script:
 
 Commands (stdin)::

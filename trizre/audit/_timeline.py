@@ -5,7 +5,7 @@ The overview pass (``_rules.overview``) gathers the rare lines of each node
 the Binary Star rules are ordinary Python over ordinary data, with no
 Spark: which server was in which state when (:func:`server_segments`),
 intervals with no ACTIVE server or with two (split brain), and failovers
-(:func:`bstar_timeline`).  Tested without Java (``tests/test_audit_timeline.py``).
+(:func:`bstar_timeline`).  Tested without Java (``tests/system/test_audit_timeline.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Two network namespaces joined by a veth pair: where the suite runs other implementations.
 
-A copy, cut to what the tool needs, of the test harness in ``tests/netns.py``
+A copy, cut to what the tool needs, of the test harness in ``tests/support/netns.py``
 (the tool ships; the tests do not).  The suite runs in namespace *a*, the
 target in *b*; their addresses (10.231.N.1 and .2) exist only inside the
 two namespaces, and both are deleted at the end, with every process left in

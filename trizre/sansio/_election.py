@@ -22,7 +22,7 @@ The wire does not say which run of a wave a message belongs to, and zyre
 counts messages: a wave restarted under a running one (every new member
 restarts every contester's wave) overshoots a count, or a node drops a
 wave others still count on, and the election never ends there. In the
-simulation of groups forming in ``tests/election_sim.py``, one all-zyre
+simulation of groups forming in ``tests/support/election_sim.py``, one all-zyre
 group of four in twelve never ends, and one re-election in six
 (``docs/elections.md``). trizre keeps zyre's messages, so zyre peers see
 what they would from zyre, and changes what it decides with them:

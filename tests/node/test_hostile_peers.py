@@ -1,0 +1,232 @@
+"""Hostile TCP peers (issue 11, section 3): none stops a node or cuts off a second peer.
+
+Each case is a hand-driven DEALER (tests/support/nodes.py ``RawPeer``) doing one
+wrong thing to a node that also has a legitimate peer; afterwards the
+legitimate peer's WHISPER still makes the round trip.  How much a flood
+of valid messages slows the legitimate peer is measured, not asserted
+here: ``benchmarks/bench_hostile_peer.py`` (docs/benchmarks.md).
+Garbage, other versions, unknown commands, malformed UTF-8, sequence
+gaps and oversize frames are in tests/node/test_node.py.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+import trizre
+from tests.support.nodes import FAST, RawPeer, free_udp_port, next_event, raw_peer, wait_logged
+from trizre import wire
+
+
+@asynccontextmanager
+async def node_with_a_friend(**options: Any) -> AsyncIterator[tuple[trizre.Node, trizre.Node]]:
+    """A node (with ``options``), and a legitimate peer of it that echoes every WHISPER."""
+    port = free_udp_port()
+    async with (
+        trizre.open_node("target", beacon_port=port, local_links=False, **FAST, **options) as node,
+        trizre.open_node("friend", beacon_port=port, local_links=False, **FAST) as friend,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def echo() -> None:
+            async for event in friend.events():
+                if isinstance(event, trizre.Whisper):
+                    await friend.whisper(event.peer, *event.frames)
+
+        nursery.start_soon(echo)
+        await node.wait_for_peer("friend")
+        await friend.wait_for_peer("target")
+        yield node, friend
+        nursery.cancel_scope.cancel()
+
+
+async def still_served(node: trizre.Node, friend: trizre.Node, events: trizre.EventStream) -> None:
+    """The legitimate peer's round trip still works."""
+    token = uuid.uuid4().bytes
+    await node.whisper(friend.uuid, token)
+    reply = await next_event(events, trizre.Whisper, lambda e: e.peer == friend.uuid)
+    assert reply.frames == (token,)
+
+
+async def test_every_command_before_hello_is_ignored() -> None:
+    with trio.fail_after(10):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as raw:
+            events = node.events()
+            before_hello = [
+                wire.Whisper(1, (b"w",)),
+                wire.Shout(2, "g", (b"s",)),
+                wire.Join(3, "g", 1),
+                wire.Leave(4, "g", 2),
+                wire.Ping(5),
+                wire.PingOk(6),
+                wire.Elect(7, b"\x01g"),
+                wire.Leader(8, b"\x01g"),
+                wire.Goodbye(9),
+            ]
+            for message in before_hello:
+                await raw.send(message)
+            await raw.send_frames([b"\xaa\xa2\x01\x02\x00\x01"])  # a wrong signature
+            await raw.send_frames([b"\xaa\xa1\x01\x09\x00\x01"])  # version 9
+            await still_served(node, friend, events)
+            assert raw.uuid not in node.peers()
+            # Then a proper HELLO: it enters, numbered from 1 as if nothing came before.
+            await raw.hello("late")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            await raw.send(wire.Whisper(raw.next_seq(), (b"in order",)))
+            whisper = await next_event(events, trizre.Whisper, lambda e: e.peer == raw.uuid)
+            assert whisper.frames == (b"in order",)
+
+
+async def test_hellos_with_huge_names_groups_and_headers() -> None:
+    with trio.fail_after(20):
+        async with node_with_a_friend() as (node, friend):
+            events = node.events(max_buffer=20_000)
+            # The largest name the wire carries, thousands of groups and headers.
+            name = "é" * 127 + "x"  # 255 UTF-8 bytes
+            groups = tuple(f"group-{i}" for i in range(5_000))
+            headers = tuple((f"H-{i}", "v" * 100) for i in range(5_000))
+            async with raw_peer(node) as big:
+                await big.send(wire.Hello(1, big.endpoint, groups, 0, name, headers))
+                big.seq = 1
+                enter = await next_event(events, trizre.Enter, lambda e: e.peer == big.uuid)
+                assert enter.name == name and len(enter.headers) == 5_000
+                assert len(node.peer_groups()) == 5_000
+                await still_served(node, friend, events)
+            # Counts that claim billions with nothing behind them: malformed, ignored.
+            async with raw_peer(node) as liar:
+                head = wire.encode(wire.Hello(1, liar.endpoint, (), 0, "liar"))[0]
+                groups_at = 6 + 1 + len(liar.endpoint)  # header, endpoint string
+                claim = head[:groups_at] + b"\xff\xff\xff\xff"
+                await liar.send_frames([claim])
+                await still_served(node, friend, events)
+                assert node.find_peers("liar") == []
+
+
+async def test_join_and_leave_with_wrong_status_change_nothing_they_should_not() -> None:
+    """zyre asserts on a status it did not expect (and stops); we record it and go on."""
+    with trio.fail_after(10):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as raw:
+            events = node.events()
+            await raw.hello("odd")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            await raw.send(wire.Join(raw.next_seq(), "g", 7))  # status jumps 0 -> 7
+            await next_event(events, trizre.Join, lambda e: e.peer == raw.uuid)
+            await raw.send(wire.Join(raw.next_seq(), "g", 3))  # again, status backwards
+            await raw.send(wire.Leave(raw.next_seq(), "never-joined", 0))
+            await raw.send(wire.Leave(raw.next_seq(), "g", 200))
+            leave = await next_event(events, trizre.Leave | trizre.Join)  # type: ignore[arg-type]
+            # The repeated JOIN and the LEAVE of a group it was not in gave nothing.
+            assert isinstance(leave, trizre.Leave) and leave.group == "g"
+            assert node.peers_by_group("g") == []
+            await still_served(node, friend, events)
+            assert raw.uuid in node.peers()
+
+
+async def test_a_flood_of_random_valid_messages_loses_nothing() -> None:
+    """20,000 valid messages as fast as one DEALER can send them; every WHISPER arrives in order.
+
+    The issue's 10,000 a second for 60 s, with the friend's round trip
+    measured, is ``benchmarks/bench_hostile_peer.py``.
+    """
+    rng = random.Random(11)
+    with trio.fail_after(60):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as raw:
+            events = node.events(max_buffer=100_000)
+            await raw.hello("flood")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            whispers = 0
+            for message in random_valid_messages(rng, raw, 20_000):
+                if isinstance(message, wire.Whisper):
+                    whispers += 1
+                await raw.send(message)
+            await raw.send(wire.Whisper(raw.next_seq(), (b"last",)))
+            got = 0
+            async for event in events:
+                if isinstance(event, trizre.Whisper) and event.peer == raw.uuid:
+                    if event.frames == (b"last",):
+                        break
+                    assert event.frames == (got.to_bytes(4, "big"),), (got, event)
+                    got += 1
+            assert got == whispers
+            await still_served(node, friend, events)
+            assert raw.uuid in node.peers()
+
+
+def random_valid_messages(rng: random.Random, raw: RawPeer, count: int) -> list[wire.Message]:
+    """Valid ZRE traffic in sequence: WHISPERs numbered by a counter, the rest mixed."""
+    out: list[wire.Message] = []
+    whispers = 0
+    status = 0
+    for _ in range(count):
+        roll = rng.random()
+        seq = raw.next_seq()
+        if roll < 0.6:
+            out.append(wire.Whisper(seq, (whispers.to_bytes(4, "big"),)))
+            whispers += 1
+        elif roll < 0.75:
+            out.append(wire.Shout(seq, f"g{rng.randrange(8)}", (rng.randbytes(16),)))
+        elif roll < 0.9:
+            status = (status + 1) % 256
+            kind = wire.Join if rng.random() < 0.5 else wire.Leave
+            out.append(kind(seq, f"g{rng.randrange(8)}", status))
+        elif roll < 0.95:
+            out.append(wire.Ping(seq))
+        else:
+            out.append(wire.PingOk(seq))
+    return out
+
+
+# ------------------------------------------------------- limits (issue 25)
+
+
+async def test_a_hello_of_a_million_groups_is_refused_without_decoding_it(caplog: Any) -> None:
+    """12 MB of HELLO, under max_message_size: refused from its count, logged, never entered."""
+    with trio.fail_after(30):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as big:
+            events = node.events()
+            groups = tuple(f"g{i:07}" for i in range(1_000_000))
+            await big.send(wire.Hello(1, big.endpoint, groups, 0, "big"))
+            await wait_logged(caplog, "lists 1000000 groups, over max_peer_groups (10000)")
+            await still_served(node, friend, events)
+            assert big.uuid not in node.peers() and node.peer_groups() == []
+
+
+async def test_a_join_flood_past_max_peer_groups_drops_the_peer(caplog: Any) -> None:
+    with trio.fail_after(20):
+        async with (
+            node_with_a_friend(max_peer_groups=100) as (node, friend),
+            raw_peer(node) as raw,
+        ):
+            events = node.events(max_buffer=1000)
+            await raw.hello("joiner")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            for i in range(150):
+                await raw.send(wire.Join(raw.next_seq(), f"g{i}", (i + 1) % 256))
+            await next_event(events, trizre.Exit, lambda e: e.peer == raw.uuid)
+            await wait_logged(caplog, "a JOIN past max_peer_groups (100)")
+            await still_served(node, friend, events)
+            assert node.peer_groups() == []
+
+
+async def test_a_message_over_max_message_size_in_total_drops_the_peer(caplog: Any) -> None:
+    """24 frames each under the limit (libzmq's is per frame): the message is refused whole."""
+    with trio.fail_after(20):
+        async with (
+            node_with_a_friend(max_message_size=64 * 1024) as (node, friend),
+            raw_peer(node) as raw,
+        ):
+            events = node.events()
+            await raw.hello("fat")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            head = wire.encode_whisper(raw.next_seq(), (), 2)[0]
+            await raw.send_frames([head, *[b"x" * 60 * 1024] * 24])
+            event = await next_event(events, trizre.Whisper | trizre.Exit)  # type: ignore[arg-type]
+            assert isinstance(event, trizre.Exit) and event.peer == raw.uuid
+            await wait_logged(caplog, "over max_message_size (65536 octets)")
+            await still_served(node, friend, events)

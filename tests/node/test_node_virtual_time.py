@@ -1,0 +1,652 @@
+"""The node on exact virtual times: in-memory discovery and links under ``autojump_clock``.
+
+Nothing here opens a beacon socket or a TCP link (each node still binds its
+ROUTER inbox on loopback, which no one uses), so presence and timers are
+checked to the exact virtual instant.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import uuid
+from collections import Counter
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trizre
+from tests.support.nodes import free_udp_port, memory_raw_peer, next_event
+from trizre import wire
+from trizre.node import _node
+from trizre.sansio._peer import PeerProtocol
+from trizre.transport._discovery import MemoryDiscovery
+
+MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
+
+
+async def test_nodes_meet_at_their_first_beacon(autojump_clock: trio.testing.MockClock) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        await trio.sleep(100)
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as a:
+            events = a.events()
+            await trio.sleep(0.25)
+            async with trizre.open_node("b", beacon_port=port, **MEMORY) as b:
+                enter = await next_event(events, trizre.Enter)
+                assert enter.peer == b.uuid
+                assert trio.current_time() == 100.25  # b's first beacon, at once
+                await a.whisper(b.uuid, b"hi")
+            # b's GOODBYE over the link, at the instant it stopped
+            assert (await next_event(events, trizre.Exit)).peer == b.uuid
+            assert trio.current_time() == 100.25
+
+
+async def test_a_deaf_peer_goes_evasive_silent_and_expires_on_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    timers = {"evasive_timeout": 5.0, "expired_timeout": 30.0}
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                start = trio.current_time()
+                assert isinstance(await raw.receive(), wire.Hello)
+                raw.deaf()  # it stops reading: its last sign of life is now
+                assert isinstance(await raw.receive(), wire.Ping)
+                assert trio.current_time() - start == 5.0
+                assert node.peer_is_responsive(raw.uuid)  # it may yet answer
+                await next_event(events, trizre.Evasive)
+                assert trio.current_time() - start == 6.0  # no answer for 1 s
+                assert not node.peer_is_responsive(raw.uuid)
+                await next_event(events, trizre.Silent)
+                assert trio.current_time() - start == 10.0
+                assert isinstance(await raw.receive(), wire.Ping)
+                assert isinstance(await raw.receive(), wire.Ping)  # every 5 s while silent
+                assert trio.current_time() - start == 15.0
+                exit_event = await next_event(events, trizre.Exit)
+                assert exit_event.peer == raw.uuid
+                assert trio.current_time() - start == 30.0
+                assert node.peers() == []
+
+
+async def test_answering_pings_keeps_a_quiet_peer_alive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        async with trizre.open_node(
+            "n", beacon_port=port, evasive_timeout=5.0, expired_timeout=30.0, **MEMORY
+        ) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                raw.deaf()  # only its answers prove it alive
+                pings: list[float] = []
+                with trio.move_on_after(122.5):
+                    while True:
+                        message = await raw.receive()
+                        if isinstance(message, wire.Ping):
+                            pings.append(trio.current_time())
+                            await raw.send(wire.PingOk(raw.next_seq()))
+                            raw.deaf()
+                # One PING per evasive period, answered: never silent, never gone.
+                assert len(pings) == 24
+                assert all(b - a == 5.0 for a, b in itertools.pairwise(pings))
+                assert node.peers() == [raw.uuid]
+        # It answers every PING: never Evasive nor Silent (and present to
+        # the end, above).  A healthy quiet zyre peer looks just like this.
+        seen = [type(event) async for event in events]
+        assert trizre.Evasive not in seen
+        assert trizre.Silent not in seen
+
+
+async def test_a_peer_added_while_presence_sleeps_is_timed_from_its_arrival(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    timers = {"evasive_timeout": 5.0, "expired_timeout": 7.0}
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as first:
+                await first.hello()
+                await next_event(events, trizre.Enter)
+                await trio.sleep(3.0)  # presence now sleeps until first's deadline
+                async with memory_raw_peer(node) as second:
+                    await second.hello()
+                    await next_event(events, trizre.Enter)
+                    arrived = trio.current_time()
+                    second.deaf()
+                    first.deaf()
+                    exit_event = await next_event(
+                        events, trizre.Exit, lambda e: e.peer == second.uuid
+                    )
+                    assert exit_event.peer == second.uuid
+                    assert trio.current_time() == arrived + 7.0
+
+
+async def test_peer_by_name_prefers_the_newest_responsive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher:
+            events = watcher.events()
+            assert watcher.peer_by_name("nobody") is None
+            async with memory_raw_peer(watcher) as old, memory_raw_peer(watcher) as new:
+                await old.hello("twin")
+                await next_event(events, trizre.Enter)
+                await new.hello("twin")
+                await next_event(events, trizre.Enter)
+                assert watcher.find_peers("twin") == [old.uuid, new.uuid]
+                assert watcher.peer_by_name("twin") == new.uuid
+                assert await watcher.wait_for_peer("twin") == new.uuid
+                # The newest twin stops answering: once it is evasive, the
+                # responsive older one wins.
+                new.deaf()
+                evasive = await next_event(events, trizre.Evasive)
+                assert evasive.peer == new.uuid
+                assert watcher.peer_by_name("twin") == old.uuid
+
+
+# ------------------------------------------------------------ closed nodes
+
+
+async def test_every_method_of_a_stopped_node_raises_closed_resource_error() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("gone", beacon_port=port, **MEMORY) as node:
+            pass
+        someone = uuid.uuid4()
+        for call in (
+            node.join("g"),
+            node.leave("g"),
+            node.shout("g", b"x"),
+            node.whisper(someone, b"x"),
+            node.wait_for_peer("bob"),
+            node.wait_for_peer(someone),
+        ):
+            with pytest.raises(trio.ClosedResourceError):
+                await call
+        for query in (
+            node.peers,
+            node.pending_peers,
+            node.own_groups,
+            node.peer_groups,
+            lambda: node.whisper_nowait(someone, b"x"),
+            lambda: node.peers_by_group("g"),
+            lambda: node.peer_name(someone),
+            lambda: node.find_peers("bob"),
+            lambda: node.peer_by_name("bob"),
+        ):
+            with pytest.raises(trio.ClosedResourceError):
+                query()
+        # Subscribing still works: the subscription says Stop.
+        assert isinstance(await node.events().receive(), trizre.Stop)
+
+
+async def test_wait_for_peer_raises_when_the_node_stops_meanwhile() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            errors: list[BaseException] = []
+
+            async def run() -> None:
+                with trio.CancelScope() as scope:
+                    cancel_node.append(scope)
+                    async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+                        nodes.append(node)
+                        await trio.sleep_forever()
+
+            async def wait(node: trizre.Node) -> None:
+                try:
+                    await node.wait_for_peer("nobody")
+                except trio.ClosedResourceError as exc:
+                    errors.append(exc)
+
+            cancel_node: list[trio.CancelScope] = []
+            nodes: list[trizre.Node] = []
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(wait, nodes[0])
+            await trio.testing.wait_all_tasks_blocked()
+            cancel_node[0].cancel()
+        assert len(errors) == 1
+
+
+# --------------------------------------------------------------- bad input
+
+
+async def test_a_name_where_a_uuid_belongs_is_a_type_error_that_says_what_to_do() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as node:
+            with pytest.raises(TypeError, match=r"uuid.UUID.*peer_by_name\('bob'\)"):
+                await node.whisper("bob", b"hi")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="peer_by_name"):
+                node.peer_name("bob")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"uuid\.UUID, got int"):
+                node.whisper_nowait(42, b"hi")  # type: ignore[arg-type]
+
+
+async def test_empty_group_names_are_rejected() -> None:
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as node:
+            for call in (node.join(""), node.leave(""), node.shout("", b"x")):
+                with pytest.raises(ValueError, match="empty"):
+                    await call
+            assert node.own_groups() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"evasive_timeout": 5.0, "expired_timeout": 5.0}, ValueError, "greater than"),
+        ({"evasive_timeout": 10.0, "expired_timeout": 2.0}, ValueError, "greater than"),
+        ({"beacon_interval": float("nan")}, ValueError, "beacon_interval"),
+        ({"beacon_interval": "1"}, TypeError, "beacon_interval"),
+        ({"send_hwm": 0}, ValueError, "send_hwm"),
+        ({"send_hwm": 1.5}, TypeError, "send_hwm"),
+        ({"beacon_port": 70000}, ValueError, "beacon_port"),
+        ({"beacon_port": True}, TypeError, "beacon_port"),
+        ({"protocol_version": 1}, ValueError, "protocol_version"),
+        ({"discovery": "carrier-pigeon"}, ValueError, "discovery"),
+        ({"trace_max_bytes": 100}, ValueError, "trace_max_bytes"),
+        ({"handshake_timeout": 0}, ValueError, "handshake_timeout"),
+        ({"max_pending_peers": 0}, ValueError, "max_pending_peers"),
+        ({"max_message_size": 0}, ValueError, "max_message_size"),
+        ({"max_peer_groups": 0}, ValueError, "max_peer_groups"),
+        ({"max_peer_groups": 1.5}, TypeError, "max_peer_groups"),
+        ({"max_headers": -1}, ValueError, "max_headers"),
+        ({"max_header_bytes": "1"}, TypeError, "max_header_bytes"),
+        ({"new_peers_per_source": 0}, ValueError, "new_peers_per_source"),
+        ({"local_links": "yes"}, TypeError, "local_links"),
+        ({"headers": [("a", "b")]}, TypeError, "headers"),
+        ({"interface": 7}, TypeError, "interface"),
+    ],
+)
+async def test_bad_options_are_refused_before_anything_starts(
+    options: dict[str, object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        async with trizre.open_node("x", **options):  # type: ignore[arg-type]
+            raise AssertionError("the node started")
+
+
+def test_node_config_holds_every_option_and_is_validated_once() -> None:
+    config = trizre.NodeConfig(name="n", headers={"K": "V"}, evasive_timeout=1, expired_timeout=2)
+    assert config.headers == (("K", "V"),)
+    assert config.beacon_port == wire.DISCOVERY_PORT
+    with pytest.raises(ValueError, match="255"):
+        trizre.NodeConfig(name="é" * 128)
+
+
+async def test_a_busy_beacon_port_says_which_port_and_why() -> None:
+    port = free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as holder:
+        holder.bind(("127.255.255.255", port))  # no SO_REUSEPORT: it will not share
+        with pytest.raises(OSError, match=rf"beacon port {port} .*does not share it"):
+            async with trizre.open_node("x", beacon_port=port, interface="lo"):
+                raise AssertionError("the node started")
+
+
+# ------------------------------------------------------------ forged beacons
+
+
+def _forge(node: trizre.Node, count: int) -> list[uuid.UUID]:
+    """Beacons for peers that do not exist: closed loopback ports, random UUIDs."""
+    forged = [uuid.uuid4() for _ in range(count)]
+    network = node._discovery
+    assert isinstance(network, MemoryDiscovery)
+    for fake in forged:
+        beacon = wire.Beacon(fake, 1 + fake.int % 1000)  # ports nobody listens on
+        key = wire.encode_beacon(beacon) + b"127.0.0.1"
+        for deliver in list(network._listeners.values()):
+            deliver(beacon, "127.0.0.1", key)
+    return forged
+
+
+async def test_a_peer_that_never_says_hello_is_dropped_at_the_handshake_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=2.0, **MEMORY) as node:
+            await trio.sleep(0.5)
+            start = trio.current_time()
+            (fake,) = _forge(node, 1)
+            assert fake in node._peers  # a DEALER and our HELLO, waiting for its HELLO
+            assert node.pending_peers() == [fake]
+            assert node.peers() == []
+            link = node._peers[fake].link
+            await trio.sleep(1.999)
+            assert fake in node._peers
+            await trio.sleep(0.001)
+            await trio.testing.wait_all_tasks_blocked()
+            assert trio.current_time() - start == 2.0
+            assert fake not in node._peers and link.closed
+            assert node.peers() == []  # it had never entered: no Enter, no Exit
+            assert node.pending_peers() == []
+
+
+def _announce(node: trizre.Node, peer: uuid.UUID) -> None:
+    """A beacon for ``peer`` at a loopback port nobody listens on."""
+    network = node._discovery
+    assert isinstance(network, MemoryDiscovery)
+    beacon = wire.Beacon(peer, 1 + peer.int % 1000)
+    key = wire.encode_beacon(beacon) + b"127.0.0.1"
+    for deliver in list(network._listeners.values()):
+        deliver(beacon, "127.0.0.1", key)
+
+
+async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_long(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A real peer too loaded to greet in time must not be dropped and relinked for ever.
+
+    Each relink makes the far end start over (a second HELLO is a restart):
+    with a fixed window an overloaded mesh of 250 nodes kept redoing
+    handshakes (make scale).  The window doubles, up to expired_timeout.
+    """
+    port = free_udp_port()
+    options = {"handshake_timeout": 2.0, "expired_timeout": 20.0, **MEMORY}
+    with trio.fail_after(600):
+        async with trizre.open_node("n", beacon_port=port, **options) as node:
+            await trio.sleep(0.5)
+            slow = uuid.uuid4()
+            for window in (2.0, 4.0, 8.0, 16.0, 20.0, 20.0):
+                start = trio.current_time()
+                _announce(node, slow)  # its next beacon: linked again
+                link = node._peers[slow].link
+                await trio.sleep(window - 0.001)
+                assert slow in node._peers, window
+                await trio.sleep(0.001)
+                await trio.testing.wait_all_tasks_blocked()
+                assert slow not in node._peers and link.closed
+                assert trio.current_time() - start == pytest.approx(window)
+            other = uuid.uuid4()  # its own count: starts at the configured window
+            _announce(node, other)
+            await trio.sleep(2.0)
+            await trio.testing.wait_all_tasks_blocked()
+            assert other not in node._peers
+
+
+async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linking N peers, each in its own turn, must not poll N²/2 peers (make scale)."""
+    polled = itertools.count()
+    poll = PeerProtocol.poll
+
+    def counting(self: PeerProtocol, now: float) -> Any:
+        next(polled)
+        return poll(self, now)
+
+    monkeypatch.setattr(PeerProtocol, "poll", counting)
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=3.0, **MEMORY) as node:
+            await trio.sleep(0.5)
+            before = next(polled)
+            newcomers = [uuid.uuid4() for _ in range(50)]  # within one source's burst
+            for newcomer in newcomers:  # each in its own turn, as HELLOs and beacons come
+                _announce(node, newcomer)
+                await trio.testing.wait_all_tasks_blocked()
+            assert all(u in node._peers for u in newcomers)
+            assert next(polled) - before < 50  # a pass per newcomer: 1,275
+            await trio.sleep(3.0)  # their handshake deadline still holds
+            await trio.testing.wait_all_tasks_blocked()
+            assert not any(u in node._peers for u in newcomers)
+
+
+async def test_a_peer_that_greets_starts_its_count_of_missed_handshakes_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(600):
+        async with trizre.open_node("n", beacon_port=port, handshake_timeout=2.0, **MEMORY) as node:
+            async with trizre.open_node("real", beacon_port=port, **MEMORY) as real:
+                node._missed_handshakes[real.uuid] = 3  # it had missed three
+                await node.wait_for_peer("real")
+                assert real.uuid not in node._missed_handshakes
+            assert node._handshake_for(real.uuid) == 2.0
+
+
+async def test_peers_without_hello_are_bounded_oldest_first_and_real_peers_still_enter(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node("n", beacon_port=port, max_pending_peers=10, **MEMORY) as node:
+            events = node.events()
+            await trio.testing.wait_all_tasks_blocked()  # its discovery listens
+            forged = _forge(node, 50)
+            holding = [u for u in forged if u in node._peers]
+            assert holding == forged[-10:]  # the newest ten; the oldest were dropped
+            assert len(caplog.records) == 1 and "forged beacons?" in caplog.text
+            _forge(node, 50)  # the warning is rate-limited
+            assert len([r for r in caplog.records if "forged" in r.getMessage()]) == 1
+            async with trizre.open_node("real", beacon_port=port, **MEMORY) as real:
+                enter = await next_event(events, trizre.Enter)
+                assert enter.peer == real.uuid  # in-process peers are not counted
+                _forge(node, 20)
+                assert real.uuid in node.peers()
+            assert len([u for u in node._peers if u != real.uuid]) <= 10
+
+
+async def test_one_source_announcing_many_new_peers_is_throttled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with trizre.open_node(
+            "n", beacon_port=port, new_peers_per_source=20.0, handshake_timeout=60.0, **MEMORY
+        ) as node:
+            await trio.testing.wait_all_tasks_blocked()  # its discovery listens
+            _forge(node, 100)
+            assert len(node._peers) == 64  # the burst; the other 36 beacons were ignored
+            await trio.sleep(1.0)
+            _forge(node, 100)
+            assert len(node._peers) == 64 + 20  # one second at 20 new peers a second
+
+
+async def test_ping_measures_the_round_trip_to_the_ping_ok(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            events = node.events()
+            async with memory_raw_peer(node) as raw, trio.open_nursery() as nursery:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                assert isinstance(await raw.receive(), wire.Hello)
+                rtts: list[float] = []
+
+                async def ping() -> None:
+                    rtts.append(await node.ping(raw.uuid))
+
+                nursery.start_soon(ping)
+                assert isinstance(await raw.receive(), wire.Ping)
+                await trio.sleep(0.25)  # the peer takes its time to answer
+                await raw.send(wire.Whisper(raw.next_seq(), (b"not an answer",)))
+                await trio.sleep(0.5)
+                assert rtts == []
+                await raw.send(wire.PingOk(raw.next_seq()))
+            assert rtts == [0.75]
+
+
+async def test_ping_fails_when_the_peer_leaves_or_is_unknown(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            events = node.events()
+            with pytest.raises(trizre.UnknownPeer):
+                await node.ping(uuid.uuid4())
+            with pytest.raises(TypeError):
+                await node.ping("n")  # type: ignore[arg-type]
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()
+                await next_event(events, trizre.Enter)
+                async with trio.open_nursery() as nursery:
+
+                    async def leave_later() -> None:
+                        await trio.sleep(1)
+                        await raw.send(wire.Goodbye(raw.next_seq()))
+
+                    nursery.start_soon(leave_later)
+                    with pytest.raises(trizre.PeerDisconnected, match="before answering"):
+                        await node.ping(raw.uuid)
+        with pytest.raises(trio.ClosedResourceError):
+            await node.ping(raw.uuid)
+
+
+async def test_an_idle_subscription_raises_events_idle_on_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``node.events(idle_timeout=)`` reaches the subscription; other subscribers wait on."""
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("a", beacon_port=port, **MEMORY) as a:
+            events = a.events(idle_timeout=7.5)
+            plain = a.events()
+            async with trizre.open_node("b", beacon_port=port, **MEMORY) as b:
+                await next_event(events, trizre.Enter)
+                start = trio.current_time()
+                with pytest.raises(trizre.EventsIdle):
+                    async for _ in events:
+                        pass
+                assert trio.current_time() - start == 7.5
+                await b.whisper(a.uuid, b"late")
+                assert (await next_event(events, trizre.Whisper)).frames == (b"late",)
+                assert (await next_event(plain, trizre.Whisper)).frames == (b"late",)
+
+
+async def test_thousands_of_peers_that_die_together_expire_on_time_for_a_slow_application(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25, 2: 3,000 peers go quiet at once; the application takes 1 ms an event.
+
+    Reporting 3,000 Evasive events fills its buffer and the presence pass
+    waits for it: that wait used to restart every peer's clock ("we are
+    deaf"), so none ever expired.  Only the readers' waits count now.
+    """
+    n = 3_000
+    per_event = 0.001
+    trims: list[float] = []
+    monkeypatch.setattr(_node, "release_freed_memory", lambda: trims.append(trio.current_time()))
+    port = free_udp_port()
+    with trio.fail_after(600):
+        async with (
+            trizre.open_node("n", beacon_port=port, **MEMORY) as node,  # default timeouts
+            AsyncExitStack() as stack,
+            trio.open_nursery() as nursery,
+        ):
+            events = node.events()  # default buffer and policy: "block"
+            raws = [await stack.enter_async_context(memory_raw_peer(node)) for _ in range(n)]
+            counts: Counter[type[trizre.Event]] = Counter()
+            exits: list[float] = []
+            all_entered, all_gone = trio.Event(), trio.Event()
+
+            async def application() -> None:
+                async for event in events:
+                    counts[type(event)] += 1
+                    if type(event) is trizre.Exit:
+                        exits.append(trio.current_time())
+                    if counts[trizre.Enter] == n:
+                        all_entered.set()
+                    if counts[trizre.Exit] == n:
+                        all_gone.set()
+                    await trio.sleep(per_event)  # its work
+
+            nursery.start_soon(application)
+            for raw in raws:
+                await raw.hello()
+            await all_entered.wait()
+            died = trio.current_time()
+            for raw in raws:
+                raw.deaf()  # all stop at once: their last sign of life is now
+            await all_gone.wait()
+            # Removed at expired_timeout exactly; the application then reads
+            # the 3,000 Exits at its own pace (1,000 of them buffered).
+            assert min(exits) == died + 30.0
+            assert max(exits) <= died + 30.0 + n * per_event + 0.1
+            assert node.peers() == []
+            assert counts[trizre.Evasive] == counts[trizre.Silent] == n
+            # Their sockets' memory goes back to the OS a second after.
+            await trio.sleep(1.0)
+            assert len(trims) == 1
+            assert died + 30.0 + 1.0 < trims[0] <= max(exits) + 1.0
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_node_that_cannot_read_for_a_while_keeps_a_peer_whose_messages_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The deaf-reader rule still holds: 25 s unable to read costs no peer.
+
+    The application reads nothing for 25 s; a peer that speaks only when
+    spoken to keeps sending, unheard (its messages wait in our inbox).
+    """
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            stuck = node.events(max_buffer=1)
+            async with memory_raw_peer(node) as raw:
+                await raw.hello()  # its Enter fills stuck's one place
+                assert isinstance(await raw.receive(), wire.Hello)
+                raw.deaf()  # only its messages prove it alive
+                start = trio.current_time()
+                await raw.send(wire.Whisper(raw.next_seq(), (b"blocks the reader",)))
+                for _ in range(24):
+                    await trio.sleep(1.0)
+                    await raw.send(wire.Whisper(raw.next_seq(), (b"unheard",)))
+                await trio.sleep(1.0)
+                # 25 s later the application reads again: nothing was held
+                # against the peer, which we hear at once.
+                seen = [type(await stuck.receive()) for _ in range(26)]
+                assert seen == [trizre.Enter] + [trizre.Whisper] * 25
+                assert node.peers() == [raw.uuid]
+                assert node.peer_is_responsive(raw.uuid)
+                assert trio.current_time() == 25.0 + start
+
+
+async def test_a_peer_is_pinged_on_time_once_the_node_reads_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Deaf 4.5 s while a peer was quiet: its PING comes 4.5 s late, exactly, not later.
+
+    The presence pass due at 5 s finds the node deaf and plans for the
+    whole credit; the reader reading again must bring it back sooner.
+    """
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
+            stuck = node.events(max_buffer=1)
+            async with memory_raw_peer(node) as quiet, memory_raw_peer(node) as loud:
+                await quiet.hello()
+                assert type(await stuck.receive()) is trizre.Enter
+                await loud.hello()  # its Enter fills stuck's one place
+                assert isinstance(await quiet.receive(), wire.Hello)
+                quiet.deaf()  # from now on only its messages would prove it alive
+                start = trio.current_time()
+                await trio.sleep(1.0)
+                await loud.send(wire.Whisper(loud.next_seq(), (b"blocks the reader",)))
+                await trio.sleep(4.5)
+                assert [type(await stuck.receive()) for _ in range(2)] == [
+                    trizre.Enter,
+                    trizre.Whisper,
+                ]
+                assert isinstance(await quiet.receive(), wire.Ping)
+                assert trio.current_time() == start + 5.0 + 4.5

@@ -64,6 +64,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "wire: codecs, errors": ("wire/", "_errors.py"),
     "trace: the contract, its writer": ("trace/",),
     "sansio: peer, presence, elections, gossip, guards": ("sansio/",),
+    "concurrency: Trio helpers": ("_concurrency.py",),
     "transport: sockets, links, discovery, CURVE": ("transport/",),
     "node: open_node, options, subscriptions": ("node/", "__init__.py"),
     "patterns": ("patterns/",),

@@ -37,6 +37,7 @@ BUILTIN_AGENTS: dict[str, list[str]] = {
     "trizre": [sys.executable, "-m", "trizre.conformance.trizre_agent"],
     "zyre": [sys.executable, "-m", "trizre.conformance.zyre_agent"],
     "pyre": [sys.executable, "-m", "trizre.conformance.pyre_agent"],
+    "zyre.js": [sys.executable, "-m", "trizre.conformance.zyrejs_agent"],
 }
 
 

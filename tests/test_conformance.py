@@ -301,3 +301,22 @@ def test_cli_unknown_case_is_a_clear_error() -> None:
     done = _cli("trizre", "--case", "no-such-case")
     assert done.returncode == 1
     assert done.stderr.startswith("trizre conformance: no case 'no-such-case'"), done.stderr
+
+
+def test_the_suite_connects_only_to_endpoints_on_its_interface() -> None:
+    """What a gossiping target publishes is connected to only if it is on the suite's interface."""
+    from trizre.conformance._harness import interface_named, reachable  # noqa: PLC0415
+
+    lo = interface_named("lo")
+    assert reachable(lo, "tcp://127.0.0.1:5670")
+    assert reachable(lo, "tcp://127.0.0.2:5670|Z85KEY")
+    for endpoint in (
+        "tcp://10.0.0.1:5670",
+        "tcp://example.com:5670",
+        "tcp://127.0.0.1:0",
+        "tcp://127.0.0.1:x",
+        "tcp://127.0.0.1",
+        "ipc:///tmp/x",
+        "",
+    ):
+        assert not reachable(lo, endpoint), endpoint

@@ -487,6 +487,13 @@ class Harness:
         """
         if self.target_hub is None:
             raise NotApplicable("needs the target started in gossip mode")
+        if not reachable(self.interface, self.target_hub):
+            raise Fail(
+                "nothing (the agent reported its hub)",
+                f"a tcp://ADDRESS:PORT endpoint on {self.interface.name}, the only place "
+                "the suite connects to",
+                self.target_hub,
+            )
         sock: zmq.Socket[Any] = context().socket(zmq.DEALER)
         sock.connect(self.target_hub)
         client = GossipLink(ZSocket(sock), self.target_hub, hub=False)
@@ -569,6 +576,21 @@ def _bind_round(sock: zmq.Socket[Any], address: str) -> int:
             continue
         return port
     raise OSError("no free TCP port with a zero low octet in 49408..65280")
+
+
+def reachable(interface: Interface, endpoint: str) -> bool:
+    """Whether ``endpoint`` is ``tcp://A.B.C.D:PORT`` with the address on ``interface``'s network.
+
+    What a target publishes is only connected to when this holds: the suite
+    sends nowhere but its own interface.
+    """
+    if not endpoint.startswith("tcp://"):
+        return False
+    host, _, port = endpoint[6:].split("|", 1)[0].rpartition(":")
+    try:
+        return port.isdigit() and 0 < int(port) < 65536 and interface.contains(host)
+    except ValueError:
+        return False
 
 
 def interface_named(name: str) -> Interface:

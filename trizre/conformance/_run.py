@@ -16,6 +16,7 @@ import zmq
 import zmq.utils.z85
 
 from .. import wire
+from .._interfaces import Interface
 from ._agent import AgentError, AgentProcess, start_agent, stop_agent
 from ._cases import Case, select
 from ._harness import (
@@ -28,6 +29,7 @@ from ._harness import (
     TargetInfo,
     interface_named,
     open_hub,
+    reachable,
 )
 
 Status = Literal["pass", "fail", "n/a", "error"]
@@ -203,7 +205,7 @@ async def run_suite(
                 raise SetupError(f"cannot start the target: {exc}") from exc
         if "gossip" in extra:
             assert hub is not None
-            return await _find_by_gossip(hub, hub_mark, agent, find_timeout)
+            return await _find_by_gossip(iface, hub, hub_mark, agent, find_timeout)
         info = await radio.wait_for_stranger(seen, find_timeout, _uuid_of(agent))
         if info is None:
             raise SetupError(
@@ -295,7 +297,7 @@ async def run_suite(
 
 
 async def _serve_hub(
-    iface: Any, *, task_status: trio.TaskStatus[GossipLink] = trio.TASK_STATUS_IGNORED
+    iface: Interface, *, task_status: trio.TaskStatus[GossipLink] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the suite's ZGP hub until cancelled, handing it to the caller once bound."""
     async with open_hub(iface) as hub:
@@ -322,14 +324,15 @@ def _parse_endpoint(text: object) -> tuple[str, int] | None:
 
 
 async def _find_by_gossip(
-    hub: GossipLink, mark: int, agent: AgentProcess | None, within: float
+    iface: Interface, hub: GossipLink, mark: int, agent: AgentProcess | None, within: float
 ) -> TargetInfo:
     """The gossiping target: its mailbox from the tuple it publishes to the hub.
 
     A target that publishes nothing (or nothing readable) is still run, at
     the endpoint its agent reports, so that the cases say what is wrong.
     Raises :class:`_NoGossip` for an agent that reports no hub of its own,
-    :class:`SetupError` when the target cannot be found at all.
+    :class:`SetupError` when the target cannot be found at all, or names a
+    mailbox off the suite's interface (where the suite never connects).
     """
     if _gossip_endpoint(agent) is None:
         raise _NoGossip("the agent reports no gossip hub of its own (no gossip support)")
@@ -342,14 +345,18 @@ async def _find_by_gossip(
             return False
 
     got = await hub.expect(wire.GossipPublish, within, mark, ours)
-    where = _parse_endpoint(got[2].value) if got is not None else None
-    if where is None:
-        where = _parse_endpoint(agent.info.get("endpoint") if agent is not None else None)
+    text = got[2].value if got is not None else None
+    if _parse_endpoint(text) is None:
+        text = agent.info.get("endpoint") if agent is not None else None
+    where = _parse_endpoint(text)
     if where is None or wanted is None:
         raise SetupError(
             f"the target in gossip mode published no tuple of its own in {within} s, "
             "and its agent names no UUID and endpoint"
         )
+    assert isinstance(text, str)
+    if not reachable(iface, text):
+        raise SetupError(f"the target's mailbox {text} is not on {iface.name}")
     return TargetInfo(wanted, where[0], where[1], 0, 0, b"")
 
 

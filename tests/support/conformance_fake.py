@@ -70,6 +70,17 @@ FLAGS = {
     "curve-plain-mailbox": "its mailbox is not a CURVE server",
     "curve-keyless-hello": "takes HELLOs without X-PUBLICKEY",
     "curve-crash-empty-key": "exits on an empty X-PUBLICKEY (as zyre's assert does)",
+    # gossip mode ("gossip": HUB in start): czmq's zgossip, client and server
+    "gossip-publish-first": "says PUBLISH before HELLO to its remote hub",
+    "gossip-no-publish": "never publishes its own tuple",
+    "gossip-ignore-deliver": "never connects to the peers its gossip tuples name",
+    "gossip-no-rehello": "ignores INVALID from its remote hub",
+    "gossip-hello-no-tuples": "its hub sends nothing on a client's HELLO",
+    "gossip-no-pong": "its hub never answers PING",
+    "gossip-publish-without-hello": "its hub takes a PUBLISH from a client that said no HELLO",
+    "gossip-no-forward": "its hub passes no new tuple on to its clients",
+    "gossip-crash-on-malformed": "its hub stops on a malformed frame (as zgossip's zloop does)",
+    "gossip-self-by-endpoint": "knows its own tuple by endpoint, not key (as zyre does)",
 }
 
 
@@ -118,6 +129,7 @@ class Fake:
         self.endpoint = f"tcp://{self.interface.address}:{self.mailbox}"
         self.inbox = ZSocket(sock)
         self.udp = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.gossip = Gossip(self, str(start["gossip"])) if start.get("gossip") else None
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -352,6 +364,9 @@ class Fake:
         return [p for p in self.peers.values() if p.ready]
 
     async def run(self) -> None:
+        if self.gossip is not None:
+            await self.run_gossiping(self.gossip)
+            return
         self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self.udp.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
@@ -371,6 +386,120 @@ class Fake:
                 nursery.start_soon(loop)
             await self.obey()
             nursery.cancel_scope.cancel()
+
+    async def run_gossiping(self, gossip: Gossip) -> None:
+        emit(
+            event="started",
+            uuid=self.uuid.hex,
+            name=self.name,
+            endpoint=self.endpoint,
+            evasive=self.evasive,
+            expired=self.expired,
+            public_key=None,
+            contest=self.contest,
+            gossip_endpoint=gossip.endpoint,
+        )
+        async with trio.open_nursery() as nursery:
+            for loop in (gossip.remote_loop, gossip.server_loop, self.inbox_loop, self.reap_loop):
+                nursery.start_soon(loop)
+            await gossip.greet()
+            await self.obey()
+            nursery.cancel_scope.cancel()
+
+
+class Gossip:
+    """czmq's zgossip, small: a client of the suite's hub and a hub of our own."""
+
+    def __init__(self, fake: Fake, remote: str) -> None:
+        self.fake = fake
+        self.tuples: dict[str, str] = {}
+        self.clients: set[bytes] = set()  # said HELLO
+        server: zmq.Socket[Any] = context().socket(zmq.ROUTER)
+        port = server.bind_to_random_port(f"tcp://{fake.interface.address}", 49152, 65000)
+        self.endpoint = f"tcp://{fake.interface.address}:{port}"
+        self.server = ZSocket(server)
+        dealer: zmq.Socket[Any] = context().socket(zmq.DEALER)
+        dealer.connect(remote)
+        self.remote = ZSocket(dealer)
+
+    async def greet(self) -> None:
+        """HELLO to the remote and our tuples, then our own tuple (as zyre_start does)."""
+        own = wire.GossipPublish(self.fake.id, self.fake.endpoint, 0)
+        if self.fake.has("gossip-publish-first"):
+            await self.remote.send([wire.encode_gossip(own)])
+        await self.hello_remote()
+        if not self.fake.has("gossip-no-publish"):
+            await self.accept(own.key, own.value)
+
+    async def hello_remote(self) -> None:
+        await self.remote.send([wire.encode_gossip(wire.GossipHello())])
+        for key, value in self.tuples.items():
+            await self.remote.send([wire.encode_gossip(wire.GossipPublish(key, value, 0))])
+
+    async def accept(self, key: str, value: str) -> None:
+        """A tuple from anywhere: new ones are stored, passed on, and met."""
+        if self.tuples.get(key) == value:
+            return
+        self.tuples[key] = value
+        frame = wire.encode_gossip(wire.GossipPublish(key, value, 0))
+        if not self.fake.has("gossip-no-forward"):
+            for client in self.clients:
+                await self.server.send([client, frame])
+        await self.remote.send([frame])
+        endpoint = value.partition("|")[0]
+        try:
+            peer = uuid.UUID(hex=key)
+        except ValueError:
+            return
+        if self.fake.has("gossip-self-by-endpoint"):
+            if endpoint == self.fake.endpoint:
+                return
+        elif peer == self.fake.uuid:
+            return
+        if peer not in self.fake.peers and not self.fake.has("gossip-ignore-deliver"):
+            await self.fake.meet(peer, endpoint)
+
+    async def remote_loop(self) -> None:
+        while True:
+            frames = await self.remote.receive()
+            try:
+                message = wire.decode_gossip(frames[0])
+            except wire.DecodeError:
+                continue
+            if isinstance(message, wire.GossipPublish):
+                await self.accept(message.key, message.value)
+            elif isinstance(message, wire.GossipInvalid) and not self.fake.has("gossip-no-rehello"):
+                await self.hello_remote()
+
+    async def server_loop(self) -> None:
+        while True:
+            client, *body = await self.server.receive()
+            try:
+                if len(body) != 1:
+                    raise wire.DecodeError("not one frame")
+                message = wire.decode_gossip(body[0])
+            except wire.DecodeError:
+                if self.fake.has("gossip-crash-on-malformed"):
+                    return  # the hub is dead from here on; the node lives
+                continue
+            if isinstance(message, wire.GossipPing):
+                if not self.fake.has("gossip-no-pong"):
+                    await self.reply(client, wire.GossipPong())
+            elif isinstance(message, wire.GossipHello):
+                self.clients.add(client)
+                if not self.fake.has("gossip-hello-no-tuples"):
+                    for key, value in self.tuples.items():
+                        await self.reply(client, wire.GossipPublish(key, value, 0))
+            elif isinstance(message, wire.GossipPublish) and (
+                client in self.clients or self.fake.has("gossip-publish-without-hello")
+            ):
+                await self.accept(message.key, message.value)
+            else:
+                self.clients.discard(client)
+                await self.reply(client, wire.GossipInvalid())
+
+    async def reply(self, client: bytes, message: wire.GossipMessage) -> None:
+        await self.server.send([client, wire.encode_gossip(message)])
 
 
 async def main(flags: set[str]) -> None:

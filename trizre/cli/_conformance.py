@@ -16,9 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "target",
         nargs="?",
         metavar="TARGET",
-        help="'trizre', 'zyre' or 'pyre' (the agents shipped with trizre; zyre and pyre "
-        "need --netns), 'beacons' (a node already beaconing on --port, no agent), or the "
-        "command line of an agent (one argument, quoted)",
+        help="'trizre', 'zyre', 'pyre' or 'zyre.js' (the agents shipped with trizre; all but "
+        "trizre need --netns), 'beacons' (a node already beaconing on --port, no agent), or "
+        "the command line of an agent (one argument, quoted)",
     )
     parser.add_argument(
         "--interface",

@@ -14,6 +14,12 @@ Commands (stdin)::
                                           elections, zyre's; "curve" only
                                           for the CURVE cases: a fresh key
                                           pair, any client key allowed)
+    {"cmd": "start", ..., "gossip": "tcp://HOST:PORT"}
+                                         (only for the gossip cases: discover
+                                          by czmq's zgossip, not beacons; connect
+                                          to the suite's hub there, and bind the
+                                          mailbox and a hub of its own on IFACE,
+                                          any free ports)
     {"cmd": "join", "group": G}
     {"cmd": "leave", "group": G}
     {"cmd": "whisper", "peer": UUID_HEX, "frames": [BASE64, ...]}
@@ -25,9 +31,12 @@ Events (stdout)::
     {"event": "started", "uuid": HEX, "name": NAME, "endpoint": ENDPOINT,
      "evasive": S, "expired": S,          (the timeouts it really uses; omit
      "public_key": Z85 | null,            one that cannot be set: the
-     "contest": [G, ...]}                 presence cases are then skipped;
-                                          the key when started with CURVE;
-                                          the groups it really contests)
+     "contest": [G, ...],                 presence cases are then skipped;
+     "gossip_endpoint": ENDPOINT | null}  the key when started with CURVE;
+                                          the groups it really contests; its
+                                          own hub when started with "gossip":
+                                          none means no gossip, and the gossip
+                                          cases are not applicable)
     {"event": "ENTER", "peer": HEX, "name": ..., "headers": {...}}
     {"event": "EXIT" | "EVASIVE", "peer": HEX}
     {"event": "JOIN" | "LEAVE", "peer": HEX, "group": G}
@@ -49,6 +58,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,6 +66,14 @@ from typing import Any
 import trio
 
 Event = dict[str, Any]
+
+
+def free_tcp_port(address: str) -> int:
+    """A TCP port nobody listens on at ``address`` right now (for an agent's gossip hub)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((address, 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def b64(data: bytes) -> str:

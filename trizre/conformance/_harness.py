@@ -2,16 +2,18 @@
 
 A :class:`FakePeer` is a ZRE peer under the suite's full control: a ROUTER
 mailbox the target connects to, a DEALER to the target's mailbox, and UDP
-beacons with any bytes.  Every datagram and connection goes to the
-interface the suite was given (loopback, or a veth inside a namespace the
-suite created) and nowhere else.
+beacons with any bytes.  A :class:`GossipLink` is a ZGP socket of the
+suite's (czmq's zgossip protocol): the hub the target connects to in gossip
+mode, or a client of the target's own hub.  Every datagram and connection
+goes to the interface the suite was given (loopback, or a veth inside a
+namespace the suite created) and nowhere else.
 """
 
 from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -313,6 +315,123 @@ class FakePeer:
             self.outbox.close()
 
 
+GossipItem = tuple[float, bytes, "wire.GossipMessage | wire.DecodeError"]
+
+
+class GossipLink:
+    """One ZGP socket of the suite's: the hub (a ROUTER) or a client of the target's hub (a DEALER).
+
+    Made by :func:`open_hub` and :meth:`Harness.gossip_client`.
+    ``received`` keeps every frame that came, decoded (or the
+    ``DecodeError``), with its time and the sender's routing id (``b""``
+    on a client).  The hub answers PING with PONG in any state, as a
+    zgossip server does; otherwise the suite says only what a case scripts.
+    """
+
+    def __init__(self, sock: ZSocket, endpoint: str, *, hub: bool) -> None:
+        self.sock = sock
+        self.endpoint = endpoint
+        self.hub = hub
+        self.received: list[GossipItem] = []
+        self.last_sender: bytes | None = None
+        """The hub: the routing id that spoke last (the target's connection)."""
+        self._changed = trio.Event()
+
+    async def pump(self) -> None:
+        """Receive and record until cancelled (run it in a nursery)."""
+        while True:
+            frames = await self.sock.receive()
+            sender, body = (frames[0], frames[1:]) if self.hub else (b"", frames)
+            try:
+                if len(body) != 1:
+                    raise wire.DecodeError(f"a ZGP message is one frame, got {len(body)}")
+                message: wire.GossipMessage | wire.DecodeError = wire.decode_gossip(body[0])
+            except wire.DecodeError as exc:
+                message = exc
+            self.received.append((trio.current_time(), sender, message))
+            if self.hub:
+                self.last_sender = sender
+                if isinstance(message, wire.GossipPing):
+                    await self.send(wire.GossipPong(), sender)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    def mark(self) -> int:
+        return len(self.received)
+
+    async def expect(
+        self,
+        kind: type[Any] | None,
+        within: float,
+        start: int = 0,
+        where: Callable[[Any], bool] | None = None,
+    ) -> tuple[float, bytes, Any] | None:
+        """The first message of ``kind`` (any, for ``None``) from index ``start`` on
+        for which ``where`` holds, or ``None`` after ``within`` s."""
+        index = start
+        with trio.move_on_after(within):
+            while True:
+                while index < len(self.received):
+                    item = self.received[index]
+                    index += 1
+                    if (kind is None or isinstance(item[2], kind)) and (
+                        where is None or where(item[2])
+                    ):
+                        return item
+                await self._changed.wait()
+        return None
+
+    def seen(self, start: int = 0) -> str:
+        """What came from ``start`` on, compactly, for a report."""
+        items = [describe_gossip(m) for _t, _s, m in self.received[start:]]
+        if not items:
+            return "nothing"
+        shown = ", ".join(items[:8])
+        return shown + (f", ... ({len(items)} in all)" if len(items) > 8 else "")
+
+    async def send(self, message: wire.GossipMessage | bytes, to: bytes | None = None) -> None:
+        """One ZGP frame (a message, or raw bytes); on the hub, to the routing id ``to``."""
+        frame = message if isinstance(message, bytes) else wire.encode_gossip(message)
+        if self.hub:
+            if to is None:
+                raise ValueError("the hub sends to a routing id")
+            await self.sock.send([to, frame])
+        else:
+            await self.sock.send([frame])
+
+    async def keep_alive(self, interval: float = 0.3) -> None:
+        """PING every ``interval`` s (a client: under zgossip's 1 s client timeout)."""
+        while True:
+            await trio.sleep(interval)
+            await self.send(wire.GossipPing())
+
+
+def describe_gossip(message: Any) -> str:
+    """One ZGP message, briefly: ``HELLO``, ``PUBLISH(key=value, ttl 0)``, ``undecodable(...)``."""
+    if isinstance(message, wire.DecodeError):
+        return f"undecodable({message})"
+    if isinstance(message, wire.GossipPublish):
+        return f"PUBLISH({message.key}={message.value}, ttl {message.ttl})"
+    return str(message.command.name)
+
+
+@asynccontextmanager
+async def open_hub(interface: Interface) -> AsyncIterator[GossipLink]:
+    """The suite's ZGP hub: a ROUTER on ``interface`` that records what comes, for the block."""
+    sock: zmq.Socket[Any] = context().socket(zmq.ROUTER)
+    port = sock.bind_to_random_port(f"tcp://{interface.address}", 49152, 65000)
+    hub = GossipLink(ZSocket(sock), f"tcp://{interface.address}:{port}", hub=True)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hub.pump)
+            try:
+                yield hub
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        hub.sock.close()
+
+
 def describe(message: Any) -> str:
     """One message, briefly: ``HELLO#1``, ``PING-OK#3``, ``undecodable(...)``."""
     if isinstance(message, wire.DecodeError):
@@ -342,11 +461,53 @@ class Harness:
     nursery: trio.Nursery
     target_key: bytes | None = None
     """The target's CURVE public key, while the CURVE cases run."""
+    hub: GossipLink | None = None
+    """The suite's ZGP hub, which the target connects to while the gossip cases run."""
+    target_hub: str | None = None
+    """The target's own ZGP hub (its agent's ``gossip_endpoint``), likewise."""
+    hub_mark: int = 0
+    """Where in ``hub.received`` the running target's traffic begins."""
 
     def need_agent(self) -> AgentProcess:
         if self.agent is None:
             raise NotApplicable("needs an agent (the target runs without one)")
         return self.agent
+
+    def need_hub(self) -> GossipLink:
+        if self.hub is None:
+            raise NotApplicable("needs the target started in gossip mode")
+        return self.hub
+
+    @asynccontextmanager
+    async def gossip_client(self, keep_alive: bool = True) -> AsyncIterator[GossipLink]:
+        """A ZGP client of the target's own hub (a DEALER), closed at the end of the block.
+
+        ``keep_alive``: PING every 0.3 s, so a zgossip server (which forgets
+        a client silent for 1 s) keeps it.
+        """
+        if self.target_hub is None:
+            raise NotApplicable("needs the target started in gossip mode")
+        if not reachable(self.interface, self.target_hub):
+            raise Fail(
+                "nothing (the agent reported its hub)",
+                f"a tcp://ADDRESS:PORT endpoint on {self.interface.name}, the only place "
+                "the suite connects to",
+                self.target_hub,
+            )
+        sock: zmq.Socket[Any] = context().socket(zmq.DEALER)
+        sock.connect(self.target_hub)
+        client = GossipLink(ZSocket(sock), self.target_hub, hub=False)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.pump)
+                if keep_alive:
+                    nursery.start_soon(client.keep_alive)
+                try:
+                    yield client
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            client.sock.close()
 
     @asynccontextmanager
     async def peer(
@@ -415,6 +576,21 @@ def _bind_round(sock: zmq.Socket[Any], address: str) -> int:
             continue
         return port
     raise OSError("no free TCP port with a zero low octet in 49408..65280")
+
+
+def reachable(interface: Interface, endpoint: str) -> bool:
+    """Whether ``endpoint`` is ``tcp://A.B.C.D:PORT`` with the address on ``interface``'s network.
+
+    What a target publishes is only connected to when this holds: the suite
+    sends nowhere but its own interface.
+    """
+    if not endpoint.startswith("tcp://"):
+        return False
+    host, _, port = endpoint[6:].split("|", 1)[0].rpartition(":")
+    try:
+        return port.isdigit() and 0 < int(port) < 65536 and interface.contains(host)
+    except ValueError:
+        return False
 
 
 def interface_named(name: str) -> Interface:

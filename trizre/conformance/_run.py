@@ -1,4 +1,4 @@
-"""Running the suite: start the target, find it by its beacons, run each case."""
+"""Running the suite: start the target, find it by its beacons (or gossip), run each case."""
 
 from __future__ import annotations
 
@@ -15,16 +15,21 @@ import trio
 import zmq
 import zmq.utils.z85
 
+from .. import wire
+from ..transport._interfaces import Interface
 from ._agent import AgentError, AgentProcess, start_agent, stop_agent
 from ._cases import Case, select
 from ._harness import (
     BeaconRadio,
     Fail,
+    GossipLink,
     Harness,
     NotApplicable,
     Profile,
     TargetInfo,
     interface_named,
+    open_hub,
+    reachable,
 )
 
 Status = Literal["pass", "fail", "n/a", "error"]
@@ -34,6 +39,7 @@ BUILTIN_AGENTS: dict[str, list[str]] = {
     "trizre": [sys.executable, "-m", "trizre.conformance.trizre_agent"],
     "zyre": [sys.executable, "-m", "trizre.conformance.zyre_agent"],
     "pyre": [sys.executable, "-m", "trizre.conformance.pyre_agent"],
+    "zyre.js": [sys.executable, "-m", "trizre.conformance.zyrejs_agent"],
 }
 
 
@@ -146,7 +152,10 @@ async def run_suite(
 
     The agent (if any) is told the interface, a free beacon port (or
     ``beacon_port``), short presence timeouts and one group and header the
-    cases look for; it is stopped at the end, also on cancellation.
+    cases look for; it is stopped at the end, also on cancellation.  For
+    the CURVE cases, and then the gossip cases, it is started again (with
+    CURVE; in gossip mode, connected to a ZGP hub the suite binds on
+    ``interface``).
 
     Raises:
         SetupError: the agent did not start, or no beacon of the target was
@@ -174,14 +183,19 @@ async def run_suite(
         "groups": ["conformance-pre", "conformance-elect"],
         "contest": ["conformance-elect"],
     }
-    plain = [c for c in chosen if "curve" not in c.needs]
+    plain = [c for c in chosen if not c.needs & {"curve", "gossip"}]
     secure = [c for c in chosen if "curve" in c.needs]
+    gossip = [c for c in chosen if "gossip" in c.needs]
     seen: set[uuid.UUID] = set()
     agent: AgentProcess | None = None
     first: TargetInfo | None = None
+    hub: GossipLink | None = None
+    hub_mark = 0
 
     async def launch(nursery: trio.Nursery, extra: dict[str, Any]) -> TargetInfo:
-        nonlocal agent
+        nonlocal agent, hub_mark
+        if hub is not None:
+            hub_mark = hub.mark()  # the new target's traffic starts here
         if argv is not None:
             try:
                 agent = await start_agent(
@@ -189,6 +203,9 @@ async def run_suite(
                 )
             except (AgentError, OSError) as exc:
                 raise SetupError(f"cannot start the target: {exc}") from exc
+        if "gossip" in extra:
+            assert hub is not None
+            return await _find_by_gossip(iface, hub, hub_mark, agent, find_timeout)
         info = await radio.wait_for_stranger(seen, find_timeout, _uuid_of(agent))
         if info is None:
             raise SetupError(
@@ -207,6 +224,8 @@ async def run_suite(
                 await stop_agent(agent)
                 harness.target = await launch(harness.nursery, extra)
                 harness.agent = agent
+                harness.hub_mark = hub_mark
+                harness.target_hub = _gossip_endpoint(agent) if "gossip" in extra else None
             results.append(await _run_case(harness, one, passive_only))
 
     try:
@@ -230,6 +249,31 @@ async def run_suite(
                     results += [_result(c, "n/a", 0.0, reason=why) for c in secure]
                 else:
                     await run_all(harness, secure, {"curve": True})
+                harness.target_key = None
+            if gossip:
+                # The gossip cases need the target started again, in gossip mode,
+                # connected to the suite's hub.
+                hub = await nursery.start(_serve_hub, iface)
+                why = "needs an agent (to start the target in gossip mode)"
+                if agent is not None:
+                    await stop_agent(agent)
+                    why = ""
+                    extra: dict[str, Any] = {"gossip": hub.endpoint}
+                    try:
+                        harness.target = await launch(nursery, extra)
+                    except _NoGossip as exc:
+                        why = str(exc)
+                    except SetupError as exc:
+                        # The other cases' results stand: these could not run.
+                        results += [_result(c, "error", 0.0, reason=str(exc)) for c in gossip]
+                        gossip = []
+                    harness.agent = agent
+                    harness.hub, harness.hub_mark = hub, hub_mark
+                    harness.target_hub = _gossip_endpoint(agent)
+                if why:
+                    results += [_result(c, "n/a", 0.0, reason=why) for c in gossip]
+                elif gossip:
+                    await run_all(harness, gossip, extra)
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # The nursery wraps what launch() raised: give the caller the one
@@ -250,6 +294,70 @@ async def run_suite(
         tuple(agent.transcript(200)) if agent is not None else (),
         tuple(restarts),
     )
+
+
+async def _serve_hub(
+    iface: Interface, *, task_status: trio.TaskStatus[GossipLink] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run the suite's ZGP hub until cancelled, handing it to the caller once bound."""
+    async with open_hub(iface) as hub:
+        task_status.started(hub)
+        await trio.sleep_forever()
+
+
+class _NoGossip(Exception):
+    """The agent started, but says nothing of a gossip hub: no gossip support."""
+
+
+def _gossip_endpoint(agent: AgentProcess | None) -> str | None:
+    """The endpoint of the target's own ZGP hub, as its agent reports it."""
+    text = agent.info.get("gossip_endpoint") if agent is not None else None
+    return text if isinstance(text, str) and text.startswith("tcp://") else None
+
+
+def _parse_endpoint(text: object) -> tuple[str, int] | None:
+    """``tcp://HOST:PORT`` (a ``|key`` suffix ignored) as (host, port), else ``None``."""
+    if not isinstance(text, str) or not text.startswith("tcp://"):
+        return None
+    host, _, port = text.split("|", 1)[0][6:].rpartition(":")
+    return (host, int(port)) if host and port.isdigit() and 0 < int(port) < 65536 else None
+
+
+async def _find_by_gossip(
+    iface: Interface, hub: GossipLink, mark: int, agent: AgentProcess | None, within: float
+) -> TargetInfo:
+    """The gossiping target: its mailbox from the tuple it publishes to the hub.
+
+    A target that publishes nothing (or nothing readable) is still run, at
+    the endpoint its agent reports, so that the cases say what is wrong.
+    Raises :class:`_NoGossip` for an agent that reports no hub of its own,
+    :class:`SetupError` when the target cannot be found at all, or names a
+    mailbox off the suite's interface (where the suite never connects).
+    """
+    if _gossip_endpoint(agent) is None:
+        raise _NoGossip("the agent reports no gossip hub of its own (no gossip support)")
+    wanted = _uuid_of(agent)
+
+    def ours(message: Any) -> bool:
+        try:
+            return wanted is not None and uuid.UUID(hex=message.key) == wanted
+        except ValueError:
+            return False
+
+    got = await hub.expect(wire.GossipPublish, within, mark, ours)
+    text = got[2].value if got is not None else None
+    if _parse_endpoint(text) is None:
+        text = agent.info.get("endpoint") if agent is not None else None
+    where = _parse_endpoint(text)
+    if where is None or wanted is None:
+        raise SetupError(
+            f"the target in gossip mode published no tuple of its own in {within} s, "
+            "and its agent names no UUID and endpoint"
+        )
+    assert isinstance(text, str)
+    if not reachable(iface, text):
+        raise SetupError(f"the target's mailbox {text} is not on {iface.name}")
+    return TargetInfo(wanted, where[0], where[1], 0, 0, b"")
 
 
 def _key_of(agent: AgentProcess) -> bytes | None:

@@ -18,7 +18,8 @@ import trio
 
 import trizre
 
-from ._agent import b64, unb64
+from ..transport._interfaces import select_interface
+from ._agent import b64, free_tcp_port, unb64
 
 
 def _emit(**event: Any) -> None:
@@ -78,6 +79,17 @@ async def run() -> int:
     curve: dict[str, Any] = {}
     if start.get("curve"):
         curve = {"curve": trizre.Certificate.generate(), "curve_allow": trizre.CURVE_ALLOW_ANY}
+    gossip: dict[str, Any] = {}
+    if start.get("gossip"):
+        # Gossip discovery: no beacons; our mailbox and a hub of our own on
+        # the interface we were told, the suite's hub as our remote.
+        address = select_interface(start["interface"]).address
+        gossip = {
+            "discovery": "gossip",
+            "endpoint": f"tcp://{address}:*",
+            "gossip_bind": f"tcp://{address}:{free_tcp_port(str(address))}",
+            "gossip_connect": [start["gossip"]],
+        }
     async with trizre.open_node(
         start.get("name"),
         headers=start.get("headers") or {},
@@ -88,6 +100,7 @@ async def run() -> int:
         expired_timeout=float(start.get("expired", 30.0)),
         local_links=False,
         **curve,
+        **gossip,
     ) as node:
         events = node.events()
         contest = list(start.get("contest", []))
@@ -104,6 +117,7 @@ async def run() -> int:
             expired=node.config.expired_timeout,
             public_key=curve["curve"].public_z85 if curve else None,
             contest=contest,
+            gossip_endpoint=gossip.get("gossip_bind"),
         )
 
         async def pump() -> None:

@@ -22,7 +22,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..transport._interfaces import select_interface
 from ._adapter import emit, read_start, refuse_outside_namespace
+from ._agent import free_tcp_port
 
 
 def default_binary() -> Path:
@@ -45,6 +47,11 @@ def _argv(binary: str, start: dict[str, Any]) -> list[str]:
         argv += ["--header", f"{key}={value}"]
     if start.get("curve"):
         argv += ["--curve", "--allow-any"]
+    if start.get("gossip"):
+        # zyre_set_endpoint, zyre_gossip_bind, zyre_gossip_connect (as zpinger
+        # -e/-g does): zyre then beacons nowhere.
+        argv += ["--endpoint", start["_endpoint"], "--gossip-bind", start["_gossip_bind"]]
+        argv += ["--gossip-connect", str(start["gossip"])]
     return [*argv, "--max-seconds", "3600"]
 
 
@@ -61,6 +68,7 @@ def _relay(proc: subprocess.Popen[str], start: dict[str, Any]) -> None:
             event["evasive"] = float(start.get("evasive", 5.0))
             event["expired"] = float(start.get("expired", 30.0))
             event["contest"] = list(start.get("contest", []))
+            event["gossip_endpoint"] = start.get("_gossip_bind")
         emit(event)
     code = proc.wait()
     emit({"event": "error", "error": f"zyre_agent exited with code {code}"})
@@ -87,6 +95,12 @@ def main() -> int:
     args = parser.parse_args()
     refuse_outside_namespace("zyre")
     start = read_start()
+    if start.get("gossip"):
+        # Free ports of our interface for the mailbox and our own hub: zyre
+        # would publish a wildcard endpoint as it is.
+        address = str(select_interface(start["interface"]).address)
+        start["_endpoint"] = f"tcp://{address}:{free_tcp_port(address)}"
+        start["_gossip_bind"] = f"tcp://{address}:{free_tcp_port(address)}"
     if not Path(args.binary).is_file():
         emit({"event": "error", "error": f"{args.binary} is missing: run scripts/build-zyre.sh"})
         return 2

@@ -19,7 +19,15 @@ from typing import Any, Final
 
 import trio
 
-from .. import CURVE_ALLOW_ANY, Certificate, InterfaceError, open_node, select_interface, wire
+from .. import (
+    CURVE_ALLOW_ANY,
+    Certificate,
+    InterfaceError,
+    TrizreError,
+    open_node,
+    select_interface,
+    wire,
+)
 from .._concurrency import unwrap_single_exception_group
 from ..node._node import Node
 from ..transport._interfaces import ENV_VAR
@@ -33,7 +41,7 @@ EXIT_SIGTERM: Final = 128 + signal.SIGTERM
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
-class CommandError(Exception):
+class CommandError(TrizreError):
     """A failure the user can act on: printed as one line, exit code 1."""
 
 

@@ -24,9 +24,10 @@ from .. import wire
 from ..transport._interfaces import Interface, select_interface
 from ..transport._zsock import ZSocket, context
 from ._agent import AgentProcess
+from ._errors import ConformanceError
 
 
-class Fail(Exception):
+class Fail(ConformanceError):
     """A case failed: what was sent, what was expected, what came back."""
 
     def __init__(self, sent: str, expected: str, got: str) -> None:
@@ -36,7 +37,7 @@ class Fail(Exception):
         self.got = got
 
 
-class NotApplicable(Exception):
+class NotApplicable(ConformanceError):
     """A case cannot run against this target (no agent, no settable timeout, ...)."""
 
 

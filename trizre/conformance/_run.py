@@ -17,6 +17,7 @@ import zmq.utils.z85
 
 from ._agent import AgentError, AgentProcess, start_agent, stop_agent
 from ._cases import Case, select
+from ._errors import ConformanceError
 from ._harness import (
     BeaconRadio,
     Fail,
@@ -97,7 +98,7 @@ class Report:
         }
 
 
-class SetupError(RuntimeError):
+class SetupError(ConformanceError, RuntimeError):
     """The target could not be started or found: no case ran."""
 
 

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 import attrs
 
 from .. import wire
+from .._errors import ConfigTypeError, ConfigValueError
 from ..sansio._peer import PeerLimits
 from ..transport._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
 
@@ -26,15 +27,15 @@ def _endpoints(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ..
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"gossip_connect is an endpoint or a list of them, got {value!r}")
+        raise ConfigTypeError(f"gossip_connect is an endpoint or a list of them, got {value!r}")
     return tuple(value)
 
 
 def _check_endpoint(name: str, value: str) -> None:
     if not value.startswith(_SCHEMES) or len(value) <= 6:
-        raise ValueError(f"{name} must be a tcp:// or ipc:// endpoint, got {value!r}")
+        raise ConfigValueError(f"{name} must be a tcp:// or ipc:// endpoint, got {value!r}")
     if value.startswith("tcp://") and value[6:].split(":", maxsplit=1)[0] in ("*", "0.0.0.0", ""):
-        raise ValueError(
+        raise ConfigValueError(
             f"{name} {value!r}: bind to an address peers can reach, not a wildcard "
             "(it is what the node publishes)"
         )
@@ -48,10 +49,12 @@ def _headers(
     if isinstance(value, tuple):  # already pairs, as NodeConfig.headers holds them
         value = dict(value)
     if not isinstance(value, Mapping):
-        raise TypeError(f"headers must be a mapping of str to str, got {type(value).__name__}")
+        raise ConfigTypeError(
+            f"headers must be a mapping of str to str, got {type(value).__name__}"
+        )
     for name, text in value.items():
         if not isinstance(name, str) or not isinstance(text, str):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"header {name!r}: names and values are str, got "
                 f"{type(name).__name__}: {type(text).__name__} (convert it: str(value))"
             )
@@ -63,7 +66,12 @@ def _allow(value: Any) -> frozenset[bytes] | str | None:
         return value  # type: ignore[no-any-return]
     if isinstance(value, frozenset) and all(isinstance(k, bytes) and len(k) == 32 for k in value):
         return value  # already converted
-    return allowed_keys(value)
+    try:
+        return allowed_keys(value)
+    except (ValueError, TypeError) as exc:
+        text = str(exc) if str(exc).startswith("curve_allow") else f"curve_allow: {exc}"
+        kind = ConfigValueError if isinstance(exc, ValueError) else ConfigTypeError
+        raise kind(text) from exc
 
 
 def _server_key(value: Any) -> bytes | tuple[tuple[str, bytes], ...] | None:
@@ -76,22 +84,22 @@ def _server_key(value: Any) -> bytes | tuple[tuple[str, bytes], ...] | None:
             converted = []
             for endpoint, key in pairs:
                 if not isinstance(endpoint, str):
-                    raise TypeError(f"a hub endpoint is a str, got {endpoint!r}")
+                    raise ConfigTypeError(f"a hub endpoint is a str, got {endpoint!r}")
                 converted.append((endpoint, curve_key(key)))
             return tuple(converted)
         return curve_key(value)
     except ValueError as exc:
-        raise ValueError(f"gossip_server_key: {exc}") from None
+        raise ConfigValueError(f"gossip_server_key: {exc}") from None
     except TypeError as exc:
-        raise TypeError(f"gossip_server_key: {exc}") from None
+        raise ConfigTypeError(f"gossip_server_key: {exc}") from None
 
 
 def _int_in(low: int, high: int) -> Any:
     def check(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int:
-            raise TypeError(f"{attribute.name} must be an int, got {type(value).__name__}")
+            raise ConfigTypeError(f"{attribute.name} must be an int, got {type(value).__name__}")
         if not low <= value <= high:
-            raise ValueError(f"{attribute.name} must be in {low}..{high}, got {value!r}")
+            raise ConfigValueError(f"{attribute.name} must be in {low}..{high}, got {value!r}")
 
     return check
 
@@ -99,9 +107,11 @@ def _int_in(low: int, high: int) -> Any:
 def _positive(unit: str) -> Any:
     def check(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{attribute.name} must be a number of {unit}, got {value!r}")
+            raise ConfigTypeError(f"{attribute.name} must be a number of {unit}, got {value!r}")
         if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{attribute.name} must be a positive number of {unit}, got {value!r}")
+            raise ConfigValueError(
+                f"{attribute.name} must be a positive number of {unit}, got {value!r}"
+            )
 
     return check
 
@@ -111,7 +121,7 @@ _seconds: Final = _positive("seconds")
 
 def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> None:
     if type(value) is not bool:
-        raise TypeError(f"{attribute.name} must be True or False, got {value!r}")
+        raise ConfigTypeError(f"{attribute.name} must be True or False, got {value!r}")
 
 
 @final
@@ -122,10 +132,12 @@ class NodeConfig:
     ``open_node`` builds one from its keyword arguments (see its docstring
     for what each option means); a running node shows its own as
     :attr:`Node.config <trizre.Node.config>`.  Bad input raises
-    ``TypeError`` for a value of the wrong type and ``ValueError`` for one
-    out of range, naming the option: among them an ``expired_timeout`` not
-    greater than ``evasive_timeout`` (a peer would expire before it was
-    ever pinged), and a name or header the HELLO cannot carry.
+    :class:`~trizre.ConfigTypeError` (a ``TypeError``) for a value of the
+    wrong type and :class:`~trizre.ConfigValueError` (a ``ValueError``) for
+    one out of range, naming the option: among them an ``expired_timeout``
+    not greater than ``evasive_timeout`` (a peer would expire before it was
+    ever pinged).  A name or header the HELLO cannot carry raises
+    :class:`trizre.wire.EncodeError` (a ``ValueError``).
     """
 
     name: str | None = attrs.field(default=None)
@@ -168,31 +180,31 @@ class NodeConfig:
         if value is None:
             return
         if not isinstance(value, Certificate):
-            raise TypeError(f"curve must be a trizre.Certificate, got {type(value).__name__}")
+            raise ConfigTypeError(f"curve must be a trizre.Certificate, got {type(value).__name__}")
         if value.secret is None:
-            raise ValueError("curve needs a certificate with its secret key (a key pair)")
+            raise ConfigValueError("curve needs a certificate with its secret key (a key pair)")
 
     @curve_allow.validator
     def _check_allow(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if self.curve is not None and value is None:
-            raise ValueError(
+            raise ConfigValueError(
                 "with curve, say who may connect: curve_allow=[public keys], a directory "
                 "of certificates, or trizre.CURVE_ALLOW_ANY"
             )
         if self.curve is None and value is not None:
-            raise ValueError("curve_allow needs curve (this node's certificate)")
+            raise ConfigValueError("curve_allow needs curve (this node's certificate)")
 
     @zap_domain.validator
     def _check_domain(self, attribute: attrs.Attribute[str], value: Any) -> None:
         if not isinstance(value, str):
-            raise TypeError(f"zap_domain must be a str, got {type(value).__name__}")
+            raise ConfigTypeError(f"zap_domain must be a str, got {type(value).__name__}")
         if not value or len(value.encode("utf-8")) > 254:
-            raise ValueError(f"zap_domain must be 1..254 UTF-8 bytes, got {value!r}")
+            raise ConfigValueError(f"zap_domain must be 1..254 UTF-8 bytes, got {value!r}")
 
     @ipv6.validator
     def _check_ipv6(self, attribute: attrs.Attribute[bool], value: bool) -> None:
         if value and self.discovery != "udp":
-            raise ValueError(
+            raise ConfigValueError(
                 "ipv6 is for beacon discovery (multicast to ff02::1); with gossip, "
                 "give an IPv6 endpoint instead"
             )
@@ -202,9 +214,9 @@ class NodeConfig:
         if value is None:
             return
         if not isinstance(value, str):
-            raise TypeError(f"endpoint must be a str, got {type(value).__name__}")
+            raise ConfigTypeError(f"endpoint must be a str, got {type(value).__name__}")
         if self.discovery != "gossip":
-            raise ValueError(
+            raise ConfigValueError(
                 "endpoint is for gossip discovery; with beacons the node binds a "
                 "random port of its interface, as 36/ZRE says"
             )
@@ -214,7 +226,7 @@ class NodeConfig:
     def _check_gossip_bind(self, attribute: attrs.Attribute[str | None], value: Any) -> None:
         if value is not None:
             if not isinstance(value, str):
-                raise TypeError(f"gossip_bind must be a str, got {type(value).__name__}")
+                raise ConfigTypeError(f"gossip_bind must be a str, got {type(value).__name__}")
             _check_endpoint("gossip_bind", value)
 
     @gossip_connect.validator
@@ -225,34 +237,36 @@ class NodeConfig:
             _check_endpoint("gossip_connect", endpoint)
         gossiping = self.gossip_bind is not None or bool(value)
         if self.discovery == "gossip" and not gossiping:
-            raise ValueError("gossip discovery needs gossip_bind, gossip_connect or both")
+            raise ConfigValueError("gossip discovery needs gossip_bind, gossip_connect or both")
         if self.discovery != "gossip" and gossiping:
-            raise ValueError('gossip_bind and gossip_connect need discovery="gossip"')
+            raise ConfigValueError('gossip_bind and gossip_connect need discovery="gossip"')
 
     @gossip_server_key.validator
     def _check_server_key(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is None:
             return
         if self.curve is None:
-            raise ValueError(
+            raise ConfigValueError(
                 "gossip_server_key needs curve: the node reaches the hub as a CURVE client "
                 "with its own key pair"
             )
         if not self.gossip_connect:
-            raise ValueError("gossip_server_key is the key of the gossip_connect hubs: give them")
+            raise ConfigValueError(
+                "gossip_server_key is the key of the gossip_connect hubs: give them"
+            )
         if isinstance(value, tuple):
             strangers = sorted({endpoint for endpoint, _ in value} - set(self.gossip_connect))
             if strangers:
-                raise ValueError(
+                raise ConfigValueError(
                     f"gossip_server_key names hubs that are not in gossip_connect: {strangers}"
                 )
 
     @gossip_ttl.validator
     def _check_gossip_ttl(self, attribute: attrs.Attribute[float], value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"gossip_ttl must be a number of seconds, got {value!r}")
+            raise ConfigTypeError(f"gossip_ttl must be a number of seconds, got {value!r}")
         if not (0 <= value <= 4_000_000 and math.isfinite(value)):
-            raise ValueError(
+            raise ConfigValueError(
                 f"gossip_ttl must be 0 (forever) or a positive number of seconds, got {value!r}"
             )
 
@@ -273,24 +287,24 @@ class NodeConfig:
     @name.validator
     def _check_name(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
         if value is not None and not isinstance(value, str):
-            raise TypeError(f"name must be a str, got {type(value).__name__}")
+            raise ConfigTypeError(f"name must be a str, got {type(value).__name__}")
 
     @interface.validator
     def _check_interface(self, attribute: attrs.Attribute[str | None], value: str | None) -> None:
         if value is not None and not isinstance(value, str):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"interface must be a name or an IPv4 address (str), got {type(value).__name__}"
             )
 
     @protocol_version.validator
     def _check_version(self, attribute: attrs.Attribute[int], value: int) -> None:
         if value not in wire.MESSAGE_VERSIONS or type(value) is not int:
-            raise ValueError(f"protocol_version must be 2 or 3, got {value!r}")
+            raise ConfigValueError(f"protocol_version must be 2 or 3, got {value!r}")
 
     @expired_timeout.validator
     def _check_expired(self, attribute: attrs.Attribute[float], value: float) -> None:
         if value <= self.evasive_timeout:
-            raise ValueError(
+            raise ConfigValueError(
                 f"expired_timeout ({value!r} s) must be greater than evasive_timeout "
                 f"({self.evasive_timeout!r} s): a peer must be pinged before it expires"
             )
@@ -298,11 +312,13 @@ class NodeConfig:
     @discovery.validator
     def _check_discovery(self, attribute: attrs.Attribute[str], value: str) -> None:
         if value not in _DISCOVERY:
-            raise ValueError(f"discovery must be one of {_DISCOVERY}, got {value!r}")
+            raise ConfigValueError(f"discovery must be one of {_DISCOVERY}, got {value!r}")
 
     def __attrs_post_init__(self) -> None:
         if any(name == "X-PUBLICKEY" for name, _ in self.headers):
-            raise ValueError("the X-PUBLICKEY header is the node's own: set curve=, not the header")
+            raise ConfigValueError(
+                "the X-PUBLICKEY header is the node's own: set curve=, not the header"
+            )
         # The HELLO carries name and headers: let the codec judge them now.
         hello = wire.Hello(1, "tcp://127.0.0.1:1", (), 0, self.name or "x", self.hello_headers)
         wire.encode(hello)

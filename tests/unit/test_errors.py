@@ -1,0 +1,135 @@
+"""One error root: every exception trizre defines derives from ``trizre.TrizreError``.
+
+The walk imports every module of the package, so an exception class added
+anywhere later is checked too, without this file naming it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from types import ModuleType
+
+import pytest
+
+import trizre
+from trizre import TrizreError
+
+# Extras a module may need (``pip install trizre[spark]``): without one, the
+# modules that need it are left out of the walk rather than failing it.
+OPTIONAL = {"pyspark", "py4j"}
+
+# Exceptions the library defines but never raises as an error.
+NOT_ERRORS = {
+    # A handler raises it to choose its reply's status; the server catches it.
+    "trizre.patterns._server.ReplyWith",
+}
+
+
+def _modules() -> list[ModuleType]:
+    found = [trizre]
+    for info in pkgutil.walk_packages(trizre.__path__, "trizre."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue  # runs a command when imported
+        try:
+            found.append(importlib.import_module(info.name))
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] not in OPTIONAL:
+                raise
+    return found
+
+
+def _exceptions() -> dict[str, type[BaseException]]:
+    """Every exception class defined in trizre, by its dotted name."""
+    found: dict[str, type[BaseException]] = {}
+    for module in _modules():
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if issubclass(value, BaseException) and value.__module__.startswith("trizre."):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return found
+
+
+EXCEPTIONS = _exceptions()
+
+
+def test_every_exception_trizre_defines_derives_from_trizre_error() -> None:
+    strays = sorted(
+        name
+        for name, cls in EXCEPTIONS.items()
+        if not issubclass(cls, TrizreError) and name not in NOT_ERRORS
+    )
+    assert not strays, f"derive these from trizre.TrizreError (or a family under it): {strays}"
+
+
+def test_the_walk_reaches_every_family() -> None:
+    # The walk itself is checked: it finds an exception of each layer.
+    names = {name.rsplit(".", 1)[-1] for name in EXCEPTIONS}
+    expected = {
+        "NodeError",
+        "DecodeError",
+        "PatternError",
+        "BinaryStarError",
+        "TitanicUnknown",
+        "MdpDecodeError",
+        "CommandError",
+        "JavaError",
+        "AgentError",
+        "InterfaceError",
+    }
+    assert expected <= names, expected - names
+
+
+def _family(name: str) -> type[BaseException]:
+    (cls,) = (c for dotted, c in EXCEPTIONS.items() if dotted.rsplit(".", 1)[-1] == name)
+    return cls
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("BinaryStarError", "PatternError"),
+        ("SplitBrain", "BinaryStarError"),
+        ("DuplicateServer", "BinaryStarError"),
+        ("TitanicStoreDamaged", "PatternError"),
+        ("PatternDecodeError", "PatternError"),
+        ("MdpDecodeError", "MdpError"),
+        ("DecodeError", "WireError"),
+        ("AddressError", "CommandError"),
+        ("HiddenTraceFiles", "AuditError"),
+        ("JavaError", "AuditError"),
+        ("AgentError", "ConformanceError"),
+        ("SetupError", "ConformanceError"),
+        ("InterfaceError", "NodeError"),
+        ("ConfigError", "NodeError"),
+    ],
+)
+def test_each_error_sits_in_its_family(name: str, family: str) -> None:
+    assert issubclass(_family(name), _family(family))
+
+
+@pytest.mark.parametrize(
+    ("name", "second"),
+    [
+        ("PatternDecodeError", ValueError),
+        ("MdpDecodeError", ValueError),
+        ("InterfaceError", ValueError),
+        ("HiddenTraceFiles", ValueError),
+        ("AddressError", ValueError),
+        ("AgentError", RuntimeError),
+        ("SetupError", RuntimeError),
+        ("UnknownPeer", LookupError),
+        ("MessageTooLarge", ValueError),
+        ("EncodeError", ValueError),
+        ("ConfigValueError", ValueError),
+        ("ConfigTypeError", TypeError),
+    ],
+)
+def test_second_bases_are_kept(name: str, second: type[BaseException]) -> None:
+    # ``except ValueError`` code written before the root keeps working.
+    assert issubclass(_family(name), second)
+
+
+def test_events_idle_is_still_a_trio_too_slow_error() -> None:
+    # By name: a unit test imports no trio.
+    assert "TooSlowError" in {c.__name__ for c in _family("EventsIdle").__mro__}

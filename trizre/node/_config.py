@@ -13,8 +13,9 @@ from .. import wire
 from .._errors import ConfigTypeError, ConfigValueError
 from ..sansio._peer import PeerLimits
 from ..transport._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
+from ..transport._interfaces import ENV_VAR
 
-__all__ = ["DiscoveryKind", "NodeConfig"]
+__all__ = ["CliFlag", "DiscoveryKind", "NodeConfig", "Option", "options", "show_default"]
 
 DiscoveryKind: TypeAlias = Literal["udp", "memory", "gossip"]
 _DISCOVERY: Final = ("udp", "memory", "gossip")
@@ -124,6 +125,88 @@ def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> No
         raise ConfigTypeError(f"{attribute.name} must be True or False, got {value!r}")
 
 
+# What each option means, and how the docs and the command line offer it:
+# declared here, beside the option, and nowhere else.  The CLI's node options
+# (trizre/cli/_common.py) and the options tables of docs/node.md and
+# docs/operations.md (tests/support/option_tables.py) are made from it.
+
+Unit: TypeAlias = Literal["", "s", "octets", "port"]
+_MIB: Final = 1024 * 1024
+
+
+@final
+@attrs.frozen
+class CliFlag:
+    """How the networked ``trizre`` commands offer an option.
+
+    ``help`` may hold ``{default}``, replaced by the option's default.
+    ``repeat``: the flag may be given several times, each adding a value.
+    """
+
+    name: str
+    metavar: str
+    help: str
+    repeat: bool = False
+
+
+@final
+@attrs.frozen
+class Option:
+    """One option of :class:`NodeConfig`: its meaning, its default as shown, its flag.
+
+    ``meaning`` is Markdown, for the docs' table; ``shown`` replaces the
+    default the table would print from the value itself (for a default
+    computed when the node starts); ``unit`` says how a number is shown
+    and read on the command line (``"s"``: seconds; ``"port"``: a port);
+    ``flag`` is ``None`` when the command line does not offer the option.
+    """
+
+    meaning: str
+    shown: str | None = None
+    unit: Unit = ""
+    flag: CliFlag | None = None
+
+
+_METADATA: Final = "trizre.option"
+
+
+def _option(
+    meaning: str, *, shown: str | None = None, unit: Unit = "", flag: CliFlag | None = None
+) -> dict[str, Option]:
+    return {_METADATA: Option(meaning, shown, unit, flag)}
+
+
+def options() -> tuple[tuple[str, Any, Option], ...]:
+    """Every option of :class:`NodeConfig` in order: its name, its default, its :class:`Option`.
+
+    Raises ``KeyError`` naming a field declared without its :class:`Option`.
+    """
+    found = []
+    for field in attrs.fields(NodeConfig):
+        if _METADATA not in field.metadata:
+            raise KeyError(f"NodeConfig.{field.name} has no metadata=_option(...)")
+        found.append((field.name, field.default, field.metadata[_METADATA]))
+    return tuple(found)
+
+
+def show_default(value: Any, unit: Unit = "", *, markdown: bool = True) -> str:
+    """A default as people read it: ``1 s``, ``16 MiB``, ``10,000``, ``"udp"``.
+
+    With ``markdown=False``, the bare number a ``--help`` line shows
+    (``1``, ``5670``); other values are shown as with ``markdown``.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return f"`{value!r}`".replace("'", '"') if markdown else repr(value)
+    if isinstance(value, int | float):
+        if not markdown or unit == "port":
+            return f"{value:g}"
+        if unit == "octets" and value % _MIB == 0:
+            return f"{value // _MIB} MiB"
+        text = f"{value:,}" if value >= 10_000 else f"{value:g}"
+        return f"{text} s" if unit == "s" else text
+    return f"`{value!r}`"
+
+
 @final
 @attrs.frozen(kw_only=True)
 class NodeConfig:
@@ -140,40 +223,278 @@ class NodeConfig:
     :class:`trizre.wire.EncodeError` (a ``ValueError``).
     """
 
-    name: str | None = attrs.field(default=None)
-    headers: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_headers)
-    interface: str | None = attrs.field(default=None)
-    beacon_port: int = attrs.field(default=wire.DISCOVERY_PORT, validator=_int_in(1, 65535))
-    beacon_interval: float = attrs.field(default=1.0, validator=_seconds)
-    evasive_timeout: float = attrs.field(default=5.0, validator=_seconds)
-    expired_timeout: float = attrs.field(default=30.0, validator=_seconds)
-    handshake_timeout: float = attrs.field(default=5.0, validator=_seconds)
-    election_timeout: float = attrs.field(default=5.0, validator=_seconds)
-    max_pending_peers: int = attrs.field(default=256, validator=_int_in(1, 2**31 - 1))
-    new_peers_per_source: float = attrs.field(default=20.0, validator=_positive("peers a second"))
-    protocol_version: int = attrs.field(default=2)
-    send_hwm: int = attrs.field(default=1000, validator=_int_in(1, 2**31 - 1))
-    max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_int_in(1, 2**62))
-    # Per-peer bounds (issue 25, docs/security.md): a peer past one is dropped.
-    max_peer_groups: int = attrs.field(default=10_000, validator=_int_in(1, 2**31 - 1))
-    max_headers: int = attrs.field(default=10_000, validator=_int_in(0, 2**31 - 1))
-    max_header_bytes: int = attrs.field(default=1024 * 1024, validator=_int_in(0, 2**62))
-    beacons_refresh: bool = attrs.field(default=False, validator=_flag)
-    local_links: bool = attrs.field(default=True, validator=_flag)
-    discovery: DiscoveryKind = attrs.field(default="udp")
-    trace_dir: str | os.PathLike[str] | None = attrs.field(default=None)
-    trace_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_int_in(4096, 2**62))
-    ipv6: bool = attrs.field(default=False, validator=_flag)
-    endpoint: str | None = attrs.field(default=None)
-    gossip_bind: str | None = attrs.field(default=None)
-    gossip_connect: tuple[str, ...] = attrs.field(default=(), converter=_endpoints)
-    gossip_ttl: float = attrs.field(default=30.0)
-    gossip_server_key: bytes | tuple[tuple[str, bytes], ...] | None = attrs.field(
-        default=None, converter=_server_key
+    name: str | None = attrs.field(
+        default=None,
+        metadata=_option(
+            "public name, ≤ 255 UTF-8 bytes",
+            shown="first 6 hex digits of the UUID",
+            flag=CliFlag("--name", "NAME", "this node's name (each command has a default)"),
+        ),
     )
-    curve: Certificate | None = attrs.field(default=None)
-    curve_allow: frozenset[bytes] | str | None = attrs.field(default=None, converter=_allow)
-    zap_domain: str = attrs.field(default="global")
+    headers: tuple[tuple[str, str], ...] = attrs.field(
+        default=None,
+        converter=_headers,
+        metadata=_option("sent to every peer in HELLO", shown="`{}`"),
+    )
+    interface: str | None = attrs.field(
+        default=None,
+        metadata=_option(
+            'a name (`"lo"`, `"eth0"`) or one of this host\'s IPv4 addresses',
+            shown=f"`${ENV_VAR}`, else the first up, broadcast-capable, non-loopback interface",
+            flag=CliFlag(
+                "--interface",
+                "NAME|ADDR",
+                f"interface to beacon on (default: ${ENV_VAR}, else the first up, "
+                "broadcast-capable, non-loopback interface; the choice is printed). "
+                "Use 'lo' to stay on this machine.",
+            ),
+        ),
+    )
+    beacon_port: int = attrs.field(
+        default=wire.DISCOVERY_PORT,
+        validator=_int_in(1, 65535),
+        metadata=_option(
+            "UDP discovery port",
+            unit="port",
+            flag=CliFlag("--beacon-port", "PORT", "UDP discovery port (default {default}, ZRE's)"),
+        ),
+    )
+    beacon_interval: float = attrs.field(
+        default=1.0,
+        validator=_seconds,
+        metadata=_option(
+            "as zyre",
+            unit="s",
+            flag=CliFlag("--beacon-interval", "S", "seconds between beacons (default {default})"),
+        ),
+    )
+    evasive_timeout: float = attrs.field(
+        default=5.0,
+        validator=_seconds,
+        metadata=_option(
+            "as zyre",
+            unit="s",
+            flag=CliFlag(
+                "--evasive-timeout",
+                "S",
+                "silence before a peer is pinged and shown evasive (default {default})",
+            ),
+        ),
+    )
+    expired_timeout: float = attrs.field(
+        default=30.0,
+        validator=_seconds,
+        metadata=_option(
+            "as zyre; must be greater than `evasive_timeout`",
+            unit="s",
+            flag=CliFlag(
+                "--expired-timeout", "S", "silence before a peer is removed (default {default})"
+            ),
+        ),
+    )
+    handshake_timeout: float = attrs.field(
+        default=5.0,
+        validator=_seconds,
+        metadata=_option(
+            "a peer we linked to that has not said HELLO by then is dropped, with its socket; "
+            "doubled for each miss in a row (below)",
+            unit="s",
+        ),
+    )
+    election_timeout: float = attrs.field(
+        default=5.0,
+        validator=_seconds,
+        metadata=_option(
+            "how long an election may run before this node ends it: a contester whose wave "
+            "is lowest declares it won ([elections.md](elections.md))",
+            unit="s",
+        ),
+    )
+    max_pending_peers: int = attrs.field(
+        default=256,
+        validator=_int_in(1, 2**31 - 1),
+        metadata=_option(
+            "at most this many TCP peers without HELLO hold a socket; beyond, the oldest is dropped"
+        ),
+    )
+    new_peers_per_source: float = attrs.field(
+        default=20.0,
+        validator=_positive("peers a second"),
+        metadata=_option(
+            "new TCP peers one address may announce by beacon each second, after a burst of "
+            "64; beyond, its beacons for new UUIDs are ignored"
+        ),
+    )
+    protocol_version: int = attrs.field(
+        default=2,
+        metadata=_option("2 = 36/ZRE as zyre and pyre speak it; 3 = 43/ZRE as written"),
+    )
+    send_hwm: int = attrs.field(
+        default=1000,
+        validator=_int_in(1, 2**31 - 1),
+        metadata=_option("messages queued per peer before sends wait"),
+    )
+    max_message_size: int = attrs.field(
+        default=16 * 1024 * 1024,
+        validator=_int_in(1, 2**62),
+        metadata=_option(
+            "the largest message, all frames together, this node sends (`whisper`/`shout` "
+            "raise `MessageTooLarge` beyond) or takes (a peer sending more is dropped); peers "
+            "should share it ([security.md](security.md))",
+            unit="octets",
+        ),
+    )
+    # Per-peer bounds (issue 25, docs/security.md): a peer past one is dropped.
+    max_peer_groups: int = attrs.field(
+        default=10_000,
+        validator=_int_in(1, 2**31 - 1),
+        metadata=_option(
+            "groups one peer may be in (HELLO list, then JOINs); beyond, it is dropped"
+        ),
+    )
+    max_headers: int = attrs.field(
+        default=10_000,
+        validator=_int_in(0, 2**31 - 1),
+        metadata=_option("headers one peer's HELLO may carry; beyond, it is dropped"),
+    )
+    max_header_bytes: int = attrs.field(
+        default=1024 * 1024,
+        validator=_int_in(0, 2**62),
+        metadata=_option(
+            "octets of header names and values one peer's HELLO may carry; beyond, it is dropped",
+            unit="octets",
+        ),
+    )
+    beacons_refresh: bool = attrs.field(
+        default=False,
+        validator=_flag,
+        metadata=_option("also count beacons as signs of life (pyre's rule)"),
+    )
+    local_links: bool = attrs.field(
+        default=True,
+        validator=_flag,
+        metadata=_option(
+            "reach nodes of the same Trio run in memory, not over TCP (below)",
+            shown="on, unless `$TRIZRE_LOCAL_LINKS` is `0`",
+        ),
+    )
+    discovery: DiscoveryKind = attrs.field(
+        default="udp",
+        metadata=_option(
+            '`"udp"`: ZRE beacons; `"gossip"`: zyre\'s gossip mode '
+            '([discovery.md](discovery.md)); `"memory"`: nodes of one Trio run find each '
+            "other without a beacon socket (tests, below)"
+        ),
+    )
+    trace_dir: str | os.PathLike[str] | None = attrs.field(
+        default=None,
+        metadata=_option(
+            "record a trace of the node and its patterns there ([traces.md](traces.md))"
+        ),
+    )
+    trace_max_bytes: int = attrs.field(
+        default=64 * 1024 * 1024,
+        validator=_int_in(4096, 2**62),
+        metadata=_option("rotate a trace file past this size", unit="octets"),
+    )
+    ipv6: bool = attrs.field(
+        default=False,
+        validator=_flag,
+        metadata=_option(
+            "beacon to `ff02::1` on `interface` and reach peers at link-local addresses, as "
+            "zyre with `ZSYS_IPV6=1` ([discovery.md](discovery.md))"
+        ),
+    )
+    endpoint: str | None = attrs.field(
+        default=None,
+        metadata=_option(
+            "gossip mode: where the inbox binds and what the node publishes "
+            "(`tcp://host:port`, `tcp://host:*`, `ipc://path`)",
+            shown="a free port of the interface",
+            flag=CliFlag(
+                "--endpoint",
+                "ENDPOINT",
+                "this node's ZRE endpoint, e.g. tcp://127.0.0.1:*; needed with gossip",
+            ),
+        ),
+    )
+    gossip_bind: str | None = attrs.field(
+        default=None,
+        metadata=_option(
+            "gossip mode: serve the gossip here",
+            flag=CliFlag("--gossip-bind", "ENDPOINT", "also serve gossip at this endpoint"),
+        ),
+    )
+    gossip_connect: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=_endpoints,
+        metadata=_option(
+            "gossip mode: join the gossip served there (one endpoint or a list)",
+            shown="none",
+            # Named --gossip since the first command line: the flag that turns gossip on.
+            flag=CliFlag(
+                "--gossip",
+                "ENDPOINT",
+                "discover by gossip through this zgossip endpoint instead of beacons (repeatable)",
+                repeat=True,
+            ),
+        ),
+    )
+    gossip_ttl: float = attrs.field(
+        default=30.0,
+        metadata=_option(
+            "gossip mode: how long our tuple lives unless refreshed (it is, while we run); "
+            "0: forever, as zyre",
+            unit="s",
+        ),
+    )
+    gossip_server_key: bytes | tuple[tuple[str, bytes], ...] | None = attrs.field(
+        default=None,
+        converter=_server_key,
+        metadata=_option(
+            "gossip over CURVE: the `gossip_connect` hubs' public key, or a mapping of their "
+            "endpoints to their keys; needs `curve` (a CURVE node's own hub is always a CURVE "
+            "server) ([security.md](security.md))",
+            flag=CliFlag(
+                "--gossip-server-key",
+                "KEY",
+                "gossip over CURVE: the --gossip hubs' public key (Z85; write "
+                "--gossip-server-key=KEY when it begins with '-'), or its certificate file; "
+                "needs --curve",
+            ),
+        ),
+    )
+    curve: Certificate | None = attrs.field(
+        default=None,
+        metadata=_option(
+            "this node's `trizre.Certificate` (key pair): CURVE as 43/ZRE and zyre do it "
+            "([security.md](security.md))",
+            flag=CliFlag(
+                "--curve",
+                "CERT",
+                "CURVE: this node's certificate file (a zcert secret file); peers without one "
+                "are ignored",
+            ),
+        ),
+    )
+    curve_allow: frozenset[bytes] | str | None = attrs.field(
+        default=None,
+        converter=_allow,
+        metadata=_option(
+            "client keys allowed to connect: keys, a directory of certificates, or "
+            "`trizre.CURVE_ALLOW_ANY`",
+            shown="required with `curve`",
+            flag=CliFlag(
+                "--curve-allow",
+                "DIR|any",
+                "CURVE (required with --curve): accept only the public keys of the "
+                "certificates in DIR, or 'any' key",
+            ),
+        ),
+    )
+    zap_domain: str = attrs.field(
+        default="global", metadata=_option("the inbox's ZAP domain, as zyre")
+    )
 
     @curve.validator
     def _check_curve(self, attribute: attrs.Attribute[Certificate | None], value: Any) -> None:

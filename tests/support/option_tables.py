@@ -55,23 +55,28 @@ def cli_node_options() -> str:
     return "\n".join(lines)
 
 
-def _exceptions() -> list[type[BaseException]]:
-    """Every exception class trizre defines (modules that need a missing extra aside)."""
-    found: dict[str, type[BaseException]] = {}
+def library_exceptions() -> dict[str, type[BaseException]]:
+    """Every exception class trizre defines, by its dotted name.
+
+    Every module of the package is imported, so a class added anywhere is
+    found without being named here; a module that needs a missing extra
+    (``OPTIONAL``) is left out.
+    """
     modules = [trizre]
     for info in pkgutil.walk_packages(trizre.__path__, "trizre."):
         if info.name.rsplit(".", 1)[-1] == "__main__":
-            continue
+            continue  # runs a command when imported
         try:
             modules.append(importlib.import_module(info.name))
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] not in OPTIONAL:
                 raise
+    found: dict[str, type[BaseException]] = {}
     for module in modules:
         for _, value in inspect.getmembers(module, inspect.isclass):
             if issubclass(value, BaseException) and value.__module__.startswith("trizre."):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
-    return list(found.values())
+    return found
 
 
 def _public_name(cls: type[BaseException]) -> str:
@@ -98,7 +103,7 @@ def _markdown(text: str) -> str:
 
 def error_tree() -> str:
     """docs/errors.md: every exception under ``TrizreError``, with its other bases."""
-    classes = [c for c in _exceptions() if issubclass(c, TrizreError)]
+    classes = [c for c in library_exceptions().values() if issubclass(c, TrizreError)]
     children: dict[type[BaseException], list[type[BaseException]]] = {}
     for cls in classes:
         if cls is TrizreError:

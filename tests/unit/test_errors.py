@@ -1,24 +1,16 @@
 """One error root: every exception trizre defines derives from ``trizre.TrizreError``.
 
-The walk imports every module of the package, so an exception class added
-anywhere later is checked too, without this file naming it.
+The walk (``tests/support/option_tables.py``, which also draws the tree in
+docs/errors.md) imports every module of the package, so an exception class
+added anywhere later is checked too, without this file naming it.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-from types import ModuleType
-
 import pytest
 
-import trizre
+from tests.support.option_tables import library_exceptions
 from trizre import TrizreError
-
-# Extras a module may need (``pip install trizre[spark]``): without one, the
-# modules that need it are left out of the walk rather than failing it.
-OPTIONAL = {"pyspark", "py4j"}
 
 # Exceptions the library defines but never raises as an error.
 NOT_ERRORS = {
@@ -26,31 +18,7 @@ NOT_ERRORS = {
     "trizre.patterns._server.ReplyWith",
 }
 
-
-def _modules() -> list[ModuleType]:
-    found = [trizre]
-    for info in pkgutil.walk_packages(trizre.__path__, "trizre."):
-        if info.name.rsplit(".", 1)[-1] == "__main__":
-            continue  # runs a command when imported
-        try:
-            found.append(importlib.import_module(info.name))
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.split(".")[0] not in OPTIONAL:
-                raise
-    return found
-
-
-def _exceptions() -> dict[str, type[BaseException]]:
-    """Every exception class defined in trizre, by its dotted name."""
-    found: dict[str, type[BaseException]] = {}
-    for module in _modules():
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__.startswith("trizre."):
-                found[f"{value.__module__}.{value.__qualname__}"] = value
-    return found
-
-
-EXCEPTIONS = _exceptions()
+EXCEPTIONS = library_exceptions()
 
 
 def test_every_exception_trizre_defines_derives_from_trizre_error() -> None:

@@ -7,10 +7,19 @@ added anywhere later is checked too, without this file naming it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support.option_tables import library_exceptions
-from trizre import TrizreError
+from trizre import (
+    Certificate,
+    ConfigError,
+    ConfigTypeError,
+    ConfigValueError,
+    NodeConfig,
+    TrizreError,
+)
 
 # Exceptions the library defines but never raises as an error.
 NOT_ERRORS = {
@@ -101,3 +110,33 @@ def test_second_bases_are_kept(name: str, second: type[BaseException]) -> None:
 def test_events_idle_is_still_a_trio_too_slow_error() -> None:
     # By name: a unit test imports no trio.
     assert "TooSlowError" in {c.__name__ for c in _family("EventsIdle").__mro__}
+
+
+@pytest.mark.parametrize(
+    ("options", "kind", "message"),
+    [
+        ({"beacon_port": 0}, ConfigValueError, "beacon_port must be in 1..65535"),
+        ({"evasive_timeout": 9.0, "expired_timeout": 9.0}, ConfigValueError, "expired_timeout"),
+        ({"discovery": "carrier-pigeon"}, ConfigValueError, "discovery must be one of"),
+        ({"name": 3}, ConfigTypeError, "name must be a str"),
+        ({"headers": {"X-A": 1}}, ConfigTypeError, "names and values are str"),
+        ({"gossip_connect": 7}, ConfigTypeError, "gossip_connect is an endpoint"),
+        ({"beacons_refresh": 1}, ConfigTypeError, "beacons_refresh must be True or False"),
+    ],
+)
+def test_a_bad_option_raises_a_config_error_that_names_it(
+    options: dict[str, Any], kind: type[ConfigError], message: str
+) -> None:
+    with pytest.raises(kind, match=message) as raised:
+        NodeConfig(**options)
+    # Still what it was before the root: code catching ValueError/TypeError is unchanged.
+    assert isinstance(raised.value, ValueError if kind is ConfigValueError else TypeError)
+    assert isinstance(raised.value, ConfigError)
+
+
+def test_a_bad_curve_allow_is_a_config_error_too() -> None:
+    # The key rules live in the transport; the option's error names the option.
+    with pytest.raises(ConfigTypeError, match="curve_allow"):
+        NodeConfig(curve=Certificate.generate(), curve_allow=42)
+    with pytest.raises(ConfigValueError, match="curve_allow"):
+        NodeConfig(curve=Certificate.generate(), curve_allow=[b"short"])

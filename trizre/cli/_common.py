@@ -111,6 +111,8 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("node")
     for name, default, opt, flag in node_flags():
         parse = _PARSERS.get(opt.unit)
+        if parse is None and type(default) in (int, float):
+            parse = type(default)  # a number without a unit: argparse says if it is not one
         kwargs: dict[str, Any] = {
             "dest": name,
             "metavar": flag.metavar,

@@ -141,6 +141,10 @@ class CliFlag:
 
     ``help`` may hold ``{default}``, replaced by the option's default.
     ``repeat``: the flag may be given several times, each adding a value.
+    The command line parses the value by the option's unit (seconds, a
+    port) or its default's type (a number), so a bad one is a usage
+    error, and passes it to ``open_node``; a flag with a meaning of its own
+    (a file to read, gossip mode) is read by ``trizre/cli/_common.py``.
     """
 
     name: str

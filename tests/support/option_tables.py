@@ -22,7 +22,8 @@ from pathlib import Path
 import trizre
 from trizre import TrizreError
 from trizre.cli._common import node_flags
-from trizre.node._config import options, show_default
+from trizre.node._config import options
+from trizre.node._options import show_default
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -28,8 +28,9 @@ from .. import (
     select_interface,
 )
 from .._concurrency import unwrap_single_exception_group
-from ..node._config import CliFlag, Option, options, show_default
+from ..node._config import options
 from ..node._node import Node
+from ..node._options import CliFlag, Option, show_default
 from ..transport._interfaces import ENV_VAR
 
 EXIT_OK: Final = 0

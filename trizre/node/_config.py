@@ -1,4 +1,9 @@
-"""Every option of a node, validated in one place."""
+"""Every option of a node, declared and validated in one place.
+
+Each field of :class:`NodeConfig` is the option's one declaration: its type,
+default and checks, and (``metadata``, see ``_options.py``) its meaning and
+its command-line flag.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ from .._errors import ConfigTypeError, ConfigValueError
 from ..sansio._peer import PeerLimits
 from ..transport._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
 from ..transport._interfaces import ENV_VAR
+from ._options import METADATA, CliFlag, Option
+from ._options import declare as _option
 
-__all__ = ["CliFlag", "DiscoveryKind", "NodeConfig", "Option", "options", "show_default"]
+__all__ = ["DiscoveryKind", "NodeConfig", "options"]
 
 DiscoveryKind: TypeAlias = Literal["udp", "memory", "gossip"]
 _DISCOVERY: Final = ("udp", "memory", "gossip")
@@ -125,61 +132,6 @@ def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> No
         raise ConfigTypeError(f"{attribute.name} must be True or False, got {value!r}")
 
 
-# What each option means, and how the docs and the command line offer it:
-# declared here, beside the option, and nowhere else.  The CLI's node options
-# (trizre/cli/_common.py) and the options tables of docs/node.md and
-# docs/operations.md (tests/support/option_tables.py) are made from it.
-
-Unit: TypeAlias = Literal["", "s", "octets", "port"]
-_MIB: Final = 1024 * 1024
-
-
-@final
-@attrs.frozen
-class CliFlag:
-    """How the networked ``trizre`` commands offer an option.
-
-    ``help`` may hold ``{default}``, replaced by the option's default.
-    ``repeat``: the flag may be given several times, each adding a value.
-    The command line parses the value by the option's unit (seconds, a
-    port) or its default's type (a number), so a bad one is a usage
-    error, and passes it to ``open_node``; a flag with a meaning of its own
-    (a file to read, gossip mode) is read by ``trizre/cli/_common.py``.
-    """
-
-    name: str
-    metavar: str
-    help: str
-    repeat: bool = False
-
-
-@final
-@attrs.frozen
-class Option:
-    """One option of :class:`NodeConfig`: its meaning, its default as shown, its flag.
-
-    ``meaning`` is Markdown, for the docs' table; ``shown`` replaces the
-    default the table would print from the value itself (for a default
-    computed when the node starts); ``unit`` says how a number is shown
-    and read on the command line (``"s"``: seconds; ``"port"``: a port);
-    ``flag`` is ``None`` when the command line does not offer the option.
-    """
-
-    meaning: str
-    shown: str | None = None
-    unit: Unit = ""
-    flag: CliFlag | None = None
-
-
-_METADATA: Final = "trizre.option"
-
-
-def _option(
-    meaning: str, *, shown: str | None = None, unit: Unit = "", flag: CliFlag | None = None
-) -> dict[str, Option]:
-    return {_METADATA: Option(meaning, shown, unit, flag)}
-
-
 def options() -> tuple[tuple[str, Any, Option], ...]:
     """Every option of :class:`NodeConfig` in order: its name, its default, its :class:`Option`.
 
@@ -187,28 +139,10 @@ def options() -> tuple[tuple[str, Any, Option], ...]:
     """
     found = []
     for field in attrs.fields(NodeConfig):
-        if _METADATA not in field.metadata:
+        if METADATA not in field.metadata:
             raise KeyError(f"NodeConfig.{field.name} has no metadata=_option(...)")
-        found.append((field.name, field.default, field.metadata[_METADATA]))
+        found.append((field.name, field.default, field.metadata[METADATA]))
     return tuple(found)
-
-
-def show_default(value: Any, unit: Unit = "", *, markdown: bool = True) -> str:
-    """A default as people read it: ``1 s``, ``16 MiB``, ``10,000``, ``"udp"``.
-
-    With ``markdown=False``, the bare number a ``--help`` line shows
-    (``1``, ``5670``); other values are shown as with ``markdown``.
-    """
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return f"`{value!r}`".replace("'", '"') if markdown else repr(value)
-    if isinstance(value, int | float):
-        if not markdown or unit == "port":
-            return f"{value:g}"
-        if unit == "octets" and value % _MIB == 0:
-            return f"{value // _MIB} MiB"
-        text = f"{value:,}" if value >= 10_000 else f"{value:g}"
-        return f"{text} s" if unit == "s" else text
-    return f"`{value!r}`"
 
 
 @final

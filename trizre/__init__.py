@@ -17,6 +17,9 @@ if sys.platform != "linux":  # pragma: no cover - exercised in a subprocess
     )
 
 from ._errors import (
+    ConfigError,
+    ConfigTypeError,
+    ConfigValueError,
     EventsOverflowed,
     MessageTooLarge,
     NodeError,
@@ -55,6 +58,9 @@ __version__ = "0.1.0"
 __all__ = [
     "CURVE_ALLOW_ANY",
     "Certificate",
+    "ConfigError",
+    "ConfigTypeError",
+    "ConfigValueError",
     "Enter",
     "Evasive",
     "Event",

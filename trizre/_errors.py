@@ -9,6 +9,9 @@ from __future__ import annotations
 import uuid
 
 __all__ = [
+    "ConfigError",
+    "ConfigTypeError",
+    "ConfigValueError",
     "EventsOverflowed",
     "MessageTooLarge",
     "NodeError",
@@ -24,6 +27,23 @@ class TrizreError(Exception):
 
 class NodeError(TrizreError):
     """Base class of the errors a node raises."""
+
+
+class ConfigError(NodeError):
+    """An option of :func:`~trizre.open_node` (a :class:`~trizre.NodeConfig`) the node cannot take.
+
+    Raised before anything starts, with a message that names the option.
+    Each is also a ``TypeError`` or a ``ValueError``, its two kinds below,
+    as these options raised before the error root existed.
+    """
+
+
+class ConfigValueError(ConfigError, ValueError):
+    """An option out of range, or at odds with another (a ``ValueError``)."""
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """An option of the wrong type (a ``TypeError``)."""
 
 
 class UnknownPeer(NodeError, LookupError):

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
 
+from ._errors import AuditError
+
 MIN_MAJOR: Final = 17
 """The oldest Java that PySpark 4.x runs on."""
 
@@ -36,7 +38,7 @@ INSTALL_HINT: Final = (
 _VERSION_RE: Final = re.compile(r'version "(?P<version>[^"]+)"')
 
 
-class JavaError(Exception):
+class JavaError(AuditError):
     """No usable Java: the message says what is wrong and how to fix it."""
 
 

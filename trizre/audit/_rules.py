@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from ..trace import _contract as T
 from . import _schema as S
+from ._errors import AuditError
 from ._summary import (
     FLAGS,
     INFO_FLAGS,
@@ -102,7 +103,7 @@ def _kind(*kinds: str) -> Column:
 # Reading
 
 
-class HiddenTraceFiles(ValueError):
+class HiddenTraceFiles(AuditError, ValueError):
     """Trace files named so that Spark would skip them (``_*`` or ``.*``).
 
     trizre never names a trace so (see :class:`~trizre.trace._contract.Tracer`);

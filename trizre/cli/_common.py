@@ -19,9 +19,18 @@ from typing import Any, Final
 
 import trio
 
-from .. import CURVE_ALLOW_ANY, Certificate, InterfaceError, open_node, select_interface, wire
+from .. import (
+    CURVE_ALLOW_ANY,
+    Certificate,
+    InterfaceError,
+    TrizreError,
+    open_node,
+    select_interface,
+)
 from .._concurrency import unwrap_single_exception_group
+from ..node._config import options
 from ..node._node import Node
+from ..node._options import CliFlag, Option, show_default
 from ..transport._interfaces import ENV_VAR
 
 EXIT_OK: Final = 0
@@ -33,7 +42,7 @@ EXIT_SIGTERM: Final = 128 + signal.SIGTERM
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
-class CommandError(Exception):
+class CommandError(TrizreError):
     """A failure the user can act on: printed as one line, exit code 1."""
 
 
@@ -57,81 +66,65 @@ def _port(text: str) -> int:
     return value
 
 
+# How a flag's text becomes the option's value, by the option's unit: the
+# parsers above, so a bad value is a usage error (exit 2) naming the flag.
+_PARSERS: Final[dict[str, Callable[[str], Any]]] = {"s": positive_seconds, "port": _port}
+
+# Options whose flags mean more than "this value" (a file to read, "any",
+# gossip mode, the interface guessed and printed): node_kwargs reads them.
+# Every other flag the declaration gives is passed to open_node as parsed.
+_SPECIAL: Final = frozenset(
+    {
+        "name",
+        "interface",
+        "endpoint",
+        "gossip_bind",
+        "gossip_connect",
+        "gossip_server_key",
+        "curve",
+        "curve_allow",
+    }
+)
+
+
+def node_flags() -> list[tuple[str, Any, Option, CliFlag]]:
+    """The node options the command line offers, as :class:`~trizre.NodeConfig` declares them.
+
+    Each is ``(option name, its default, its Option, its CliFlag)``, in the
+    declaration's order.
+    """
+    return [(name, default, opt, opt.flag) for name, default, opt in options() if opt.flag]
+
+
+def _flag(option: str) -> str:
+    """The flag of a node option, as declared (for messages that name it)."""
+    return next(flag.name for name, _, _, flag in node_flags() if name == option)
+
+
 def add_node_options(parser: argparse.ArgumentParser) -> None:
-    """The options of the node a command starts (documented in ``--help``)."""
+    """The options of the node a command starts (documented in ``--help``).
+
+    Made from the declaration of :class:`~trizre.NodeConfig`: each option
+    with a :class:`~trizre.node._config.CliFlag` gets that flag, with its
+    parsed value under the option's own name (``args.gossip_connect`` for
+    ``--gossip``).
+    """
     group = parser.add_argument_group("node")
-    group.add_argument(
-        "--interface",
-        metavar="NAME|ADDR",
-        help=(
-            f"interface to beacon on (default: ${ENV_VAR}, else the first up, "
-            "broadcast-capable, non-loopback interface; the choice is printed). "
-            "Use 'lo' to stay on this machine."
-        ),
-    )
-    group.add_argument(
-        "--beacon-port",
-        type=_port,
-        default=wire.DISCOVERY_PORT,
-        metavar="PORT",
-        help=f"UDP discovery port (default {wire.DISCOVERY_PORT}, ZRE's)",
-    )
-    group.add_argument("--name", help="this node's name (each command has a default)")
-    group.add_argument(
-        "--beacon-interval",
-        type=positive_seconds,
-        default=1.0,
-        metavar="S",
-        help="seconds between beacons (default 1)",
-    )
-    group.add_argument(
-        "--evasive-timeout",
-        type=positive_seconds,
-        default=5.0,
-        metavar="S",
-        help="silence before a peer is pinged and shown evasive (default 5)",
-    )
-    group.add_argument(
-        "--expired-timeout",
-        type=positive_seconds,
-        default=30.0,
-        metavar="S",
-        help="silence before a peer is removed (default 30)",
-    )
-    group.add_argument(
-        "--gossip",
-        metavar="ENDPOINT",
-        action="append",
-        default=[],
-        help="discover by gossip through this zgossip endpoint instead of beacons (repeatable)",
-    )
-    group.add_argument(
-        "--gossip-bind", metavar="ENDPOINT", help="also serve gossip at this endpoint"
-    )
-    group.add_argument(
-        "--gossip-server-key",
-        metavar="KEY",
-        help="gossip over CURVE: the --gossip hubs' public key (Z85; write "
-        "--gossip-server-key=KEY when it begins with '-'), or its certificate file; "
-        "needs --curve",
-    )
-    group.add_argument(
-        "--endpoint",
-        metavar="ENDPOINT",
-        help="this node's ZRE endpoint, e.g. tcp://127.0.0.1:*; needed with gossip",
-    )
-    group.add_argument(
-        "--curve",
-        metavar="CERT",
-        help="CURVE: this node's certificate file (a zcert secret file); peers without one "
-        "are ignored",
-    )
-    group.add_argument(
-        "--curve-allow",
-        metavar="DIR|any",
-        help="CURVE (required with --curve): accept only the public keys of the "
-        "certificates in DIR, or 'any' key",
-    )
+    for name, default, opt, flag in node_flags():
+        parse = _PARSERS.get(opt.unit)
+        if parse is None and type(default) in (int, float):
+            parse = type(default)  # a number without a unit: argparse says if it is not one
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "metavar": flag.metavar,
+            "help": flag.help.format(default=show_default(default, opt.unit, markdown=False)),
+        }
+        if flag.repeat:
+            kwargs.update(action="append", default=[])
+        elif parse is not None:
+            # A value the node would take as it is: the default is the node's.
+            kwargs.update(type=parse, default=default)
+        group.add_argument(flag.name, **kwargs)
 
 
 def printable(text: str) -> str:
@@ -160,23 +153,22 @@ def node_kwargs(args: argparse.Namespace, name: str | None = None) -> dict[str, 
             certificate cannot be read.
     """
     kwargs: dict[str, Any] = {
-        "name": args.name if args.name is not None else name,
-        "beacon_port": args.beacon_port,
-        "beacon_interval": args.beacon_interval,
-        "evasive_timeout": args.evasive_timeout,
-        "expired_timeout": args.expired_timeout,
+        option: getattr(args, option) for option, *_ in node_flags() if option not in _SPECIAL
     }
+    kwargs["name"] = args.name if args.name is not None else name
     if args.expired_timeout <= args.evasive_timeout:
-        raise CommandError("--expired-timeout must be greater than --evasive-timeout")
-    if args.gossip or args.gossip_bind:
+        raise CommandError(
+            f"{_flag('expired_timeout')} must be greater than {_flag('evasive_timeout')}"
+        )
+    if args.gossip_connect or args.gossip_bind:
         kwargs.update(
             discovery="gossip",
-            gossip_connect=tuple(args.gossip),
+            gossip_connect=tuple(args.gossip_connect),
             gossip_bind=args.gossip_bind,
             endpoint=args.endpoint,
         )
         if args.endpoint is None:
-            raise CommandError("gossip needs --endpoint (for example tcp://127.0.0.1:*)")
+            raise CommandError(f"gossip needs {_flag('endpoint')} (for example tcp://127.0.0.1:*)")
     elif args.endpoint is not None:
         kwargs["endpoint"] = args.endpoint
     if args.curve is not None:
@@ -185,13 +177,18 @@ def node_kwargs(args: argparse.Namespace, name: str | None = None) -> dict[str, 
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read the certificate {args.curve}: {exc}") from None
         if args.curve_allow is None:
-            raise CommandError("--curve needs --curve-allow DIR (trusted certificates) or 'any'")
+            raise CommandError(
+                f"{_flag('curve')} needs {_flag('curve_allow')} DIR (trusted certificates) or 'any'"
+            )
         kwargs["curve_allow"] = CURVE_ALLOW_ANY if args.curve_allow == "any" else args.curve_allow
     elif args.curve_allow is not None:
-        raise CommandError("--curve-allow needs --curve")
+        raise CommandError(f"{_flag('curve_allow')} needs {_flag('curve')}")
     if args.gossip_server_key is not None:
-        if not args.gossip or args.curve is None:
-            raise CommandError("--gossip-server-key needs --gossip (the hubs) and --curve")
+        if not args.gossip_connect or args.curve is None:
+            raise CommandError(
+                f"{_flag('gossip_server_key')} needs {_flag('gossip_connect')} (the hubs) "
+                f"and {_flag('curve')}"
+            )
         kwargs["gossip_server_key"] = _server_key(args.gossip_server_key)
     if "discovery" not in kwargs:
         kwargs["interface"] = _interface(args.interface)

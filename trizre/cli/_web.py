@@ -32,6 +32,7 @@ from typing import Any, Final
 import trio
 from trio_util import AsyncValue
 
+from ._common import CommandError
 from ._monitor import Monitor
 
 log = logging.getLogger("trizre.cli.web")
@@ -57,7 +58,7 @@ _STATIC: Final = {
 }
 
 
-class AddressError(ValueError):
+class AddressError(CommandError, ValueError):
     """A ``--web`` or ``--metrics`` address that is malformed, or not loopback without the flag."""
 
 

@@ -13,7 +13,18 @@ a program that drives one node of the implementation over JSON lines (see
 
 from ._agent import AgentError
 from ._cases import CASES, Case
+from ._errors import ConformanceError
 from ._harness import Profile
 from ._run import Report, Result, SetupError, run_suite
 
-__all__ = ["CASES", "AgentError", "Case", "Profile", "Report", "Result", "SetupError", "run_suite"]
+__all__ = [
+    "CASES",
+    "AgentError",
+    "Case",
+    "ConformanceError",
+    "Profile",
+    "Report",
+    "Result",
+    "SetupError",
+    "run_suite",
+]

@@ -65,6 +65,8 @@ from typing import Any
 
 import trio
 
+from ._errors import ConformanceError
+
 Event = dict[str, Any]
 
 
@@ -86,7 +88,7 @@ def unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"), validate=True)
 
 
-class AgentError(RuntimeError):
+class AgentError(ConformanceError, RuntimeError):
     """The agent did not start, or broke the contract."""
 
 

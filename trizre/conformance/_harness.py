@@ -26,9 +26,10 @@ from .. import wire
 from ..transport._interfaces import Interface, select_interface
 from ..transport._zsock import ZSocket, context
 from ._agent import AgentProcess
+from ._errors import ConformanceError
 
 
-class Fail(Exception):
+class Fail(ConformanceError):
     """A case failed: what was sent, what was expected, what came back."""
 
     def __init__(self, sent: str, expected: str, got: str) -> None:
@@ -38,7 +39,7 @@ class Fail(Exception):
         self.got = got
 
 
-class NotApplicable(Exception):
+class NotApplicable(ConformanceError):
     """A case cannot run against this target (no agent, no settable timeout, ...)."""
 
 

@@ -19,6 +19,7 @@ from .. import wire
 from ..transport._interfaces import Interface
 from ._agent import AgentError, AgentProcess, start_agent, stop_agent
 from ._cases import Case, select
+from ._errors import ConformanceError
 from ._harness import (
     BeaconRadio,
     Fail,
@@ -103,7 +104,7 @@ class Report:
         }
 
 
-class SetupError(RuntimeError):
+class SetupError(ConformanceError, RuntimeError):
     """The target could not be started or found: no case ran."""
 
 

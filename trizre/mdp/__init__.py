@@ -9,6 +9,6 @@ The command line runs one with ``trizre mdp-bridge``.
 """
 
 from ._bridge import MdpBridge, open_mdp_bridge
-from ._codec import MdpDecodeError
+from ._codec import MdpDecodeError, MdpError
 
-__all__ = ["MdpBridge", "MdpDecodeError", "open_mdp_bridge"]
+__all__ = ["MdpBridge", "MdpDecodeError", "MdpError", "open_mdp_bridge"]

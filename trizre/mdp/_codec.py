@@ -23,13 +23,19 @@ from typing import Final, TypeAlias
 
 import attrs
 
+from .._errors import TrizreError
+
 CLIENT_V1: Final = b"MDPC01"
 CLIENT_V2: Final = b"MDPC02"
 WORKER_V1: Final = b"MDPW01"
 WORKER_V2: Final = b"MDPW02"
 
 
-class MdpDecodeError(ValueError):
+class MdpError(TrizreError):
+    """Base class of the errors of the Majordomo bridge."""
+
+
+class MdpDecodeError(MdpError, ValueError):
     """Frames that are not an MDP message a broker accepts."""
 
 

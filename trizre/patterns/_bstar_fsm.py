@@ -27,6 +27,8 @@ from typing import TypeAlias
 
 import attrs
 
+from ._errors import PatternError
+
 __all__ = [
     "PEER_EVENTS",
     "TRANSITIONS",
@@ -149,7 +151,7 @@ if set(TRANSITIONS) != {(s, e) for s in State for e in Event}:  # pragma: no cov
     raise RuntimeError("Binary Star transition table is incomplete")
 
 
-class BinaryStarError(Exception):
+class BinaryStarError(PatternError):
     """A fatal Binary Star condition; the server must stop serving.
 
     Once raised, the :class:`BinaryStarFSM` that raised it refuses every

@@ -18,6 +18,7 @@ from trio_util import RepeatedEvent
 from .. import EventStream, Exit, Leave, Node, Silent, Whisper
 from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
+from ._errors import PatternError
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -113,10 +114,6 @@ class ClientStats:
             }
             for service, c in self._services.items()
         }
-
-
-class PatternError(Exception):
-    """Base class of the errors the patterns raise."""
 
 
 class RequestAbandoned(PatternError):

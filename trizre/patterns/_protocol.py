@@ -28,6 +28,8 @@ from typing import Final, TypeAlias, final
 
 import attrs
 
+from ._errors import PatternError
+
 __all__ = [
     "TAG",
     "VERSION",
@@ -69,7 +71,7 @@ class Status(enum.IntEnum):
     UNAVAILABLE = 503  # refused, not executed: a passive Binary Star server
 
 
-class PatternDecodeError(ValueError):
+class PatternDecodeError(PatternError, ValueError):
     """Pattern traffic (it starts with ``TZRP``) that is malformed."""
 
 

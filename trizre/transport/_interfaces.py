@@ -24,6 +24,8 @@ from typing import Final, final
 
 import attrs
 
+from .._errors import NodeError
+
 __all__ = [
     "ENV_VAR",
     "Interface",
@@ -57,7 +59,7 @@ _UNION: Final = _IFNAMSIZ
 _ANY: Final = IPv4Address(0)
 
 
-class InterfaceError(ValueError):
+class InterfaceError(NodeError, ValueError):
     """No usable network interface matches what was asked for.
 
     The message names the spec (and where it came from) and lists this

@@ -306,7 +306,7 @@ async def _serve_hub(
         await trio.sleep_forever()
 
 
-class _NoGossip(Exception):
+class _NoGossip(ConformanceError):
     """The agent started, but says nothing of a gossip hub: no gossip support."""
 
 

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import free_udp_port, memory_raw_peer
+from tests.support.nodes import MEMORY, free_udp_port, memory_raw_peer
 from trizre import patterns, wire
 from trizre.cli._monitor import Monitor, open_monitor
 from trizre.patterns import IncomingRequest
@@ -23,8 +23,6 @@ from trizre.patterns._status import (
     decode_status,
     encode_status,
 )
-
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
 
 async def echo(request: IncomingRequest) -> bytes:

@@ -14,12 +14,11 @@ import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import FAST, free_udp_port, memory_raw_peer, next_event
+from tests.support.nodes import FAST, MEMORY, free_udp_port, memory_raw_peer, next_event
 from trizre import wire
 from trizre.sansio._peer import node_id
 
 GROUP = "g"
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
 
 async def leader_of(events: trizre.EventStream, group: str = GROUP) -> uuid.UUID:

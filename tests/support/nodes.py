@@ -27,8 +27,8 @@ def free_udp_port() -> int:
         return port
 
 
-FAST = {"beacon_interval": 0.05, "interface": "lo"}
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
+FAST: dict[str, Any] = {"beacon_interval": 0.05, "interface": "lo"}
+MEMORY: dict[str, Any] = {"interface": "lo", "discovery": "memory", "local_links": True}
 """In-memory discovery and links: no beacon socket, no TCP link (for ``autojump_clock``)."""
 
 

@@ -27,6 +27,7 @@ from tests.interop.test_interop_zyre import (
     certs,
 )
 from tests.support import netns
+from tests.support.agent_args import curve_gossip_args
 from tests.support.netns import NetnsPair
 
 _reason = netns.netns_available() or zyre_unavailable()
@@ -58,26 +59,25 @@ def test_trizre_joins_a_curve_zyre_hub_with_its_key(
         _zyre(
             z_ns,
             "zyre9",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow",
-            str(zyre_allows),  # zauth judges the hub's clients too
-            "--endpoint",
-            f"tcp://{z_ns.address}:5682",
-            "--gossip-bind",
-            hub,
+            *curve_gossip_args(
+                certs["zyre"],
+                ["--allow", str(zyre_allows)],  # zauth judges the hub's clients too
+                f"tcp://{z_ns.address}:5682",
+                hub,
+                bind=True,
+            ),
             groups=("chat",),
         ) as zyre,
         _trizre(
             t_ns,
             "tri9",
-            "--curve-cert",
-            str(certs["trizre"]),
-            f"--curve-allow={_key(certs['zyre'])}",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-connect",
-            hub,
+            *curve_gossip_args(
+                certs["trizre"],
+                [f"--curve-allow={_key(certs['zyre'])}"],
+                f"tcp://{t_ns.address}:*",
+                hub,
+                bind=False,
+            ),
             f"--gossip-server-key={_key(certs['zyre'])}",
             groups=("chat",),
         ) as tri,
@@ -98,25 +98,24 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
         _zyre(
             z_ns,
             "zyre10",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow-any",
-            "--endpoint",
-            f"tcp://{z_ns.address}:5683",
-            "--gossip-bind",
-            hub,
+            *curve_gossip_args(
+                certs["zyre"],
+                ["--allow-any"],
+                f"tcp://{z_ns.address}:5683",
+                hub,
+                bind=True,
+            ),
         ) as zyre,
         _trizre(
             t_ns,
             "tri10",
-            "--curve-cert",
-            str(certs["trizre"]),
-            "--curve-allow",
-            "any",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-connect",
-            hub,
+            *curve_gossip_args(
+                certs["trizre"],
+                ["--curve-allow", "any"],
+                f"tcp://{t_ns.address}:*",
+                hub,
+                bind=False,
+            ),
         ) as tri,
     ):
         # The mismatch, or zyre's hub closing on it first.
@@ -138,26 +137,25 @@ def test_curve_zyre_joins_a_curve_trizre_hub_with_its_key(
         _trizre(
             t_ns,
             "tri11",
-            "--curve-cert",
-            str(certs["trizre"]),
-            f"--curve-allow={_key(certs['zyre'])}",  # the inbox's and the hub's clients
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-bind",
-            hub,
+            *curve_gossip_args(
+                certs["trizre"],
+                [f"--curve-allow={_key(certs['zyre'])}"],  # the inbox's and the hub's clients
+                f"tcp://{t_ns.address}:*",
+                hub,
+                bind=True,
+            ),
             groups=("chat",),
         ) as tri,
         _zyre(
             z_ns,
             "zyre11",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow",
-            str(zyre_allows),
-            "--endpoint",
-            f"tcp://{z_ns.address}:5684",
-            "--gossip-connect",
-            hub,
+            *curve_gossip_args(
+                certs["zyre"],
+                ["--allow", str(zyre_allows)],
+                f"tcp://{z_ns.address}:5684",
+                hub,
+                bind=False,
+            ),
             "--gossip-server-key",
             _key(certs["trizre"]),
             groups=("chat",),
@@ -179,25 +177,24 @@ def test_a_curve_trizre_hub_refuses_zyre_without_its_key(
         _trizre(
             t_ns,
             "tri12",
-            "--curve-cert",
-            str(certs["trizre"]),
-            "--curve-allow",
-            "any",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-bind",
-            hub,
+            *curve_gossip_args(
+                certs["trizre"],
+                ["--curve-allow", "any"],
+                f"tcp://{t_ns.address}:*",
+                hub,
+                bind=True,
+            ),
         ) as tri,
         _zyre(
             z_ns,
             "zyre12",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow-any",
-            "--endpoint",
-            f"tcp://{z_ns.address}:5685",
-            "--gossip-connect",
-            hub,
+            *curve_gossip_args(
+                certs["zyre"],
+                ["--allow-any"],
+                f"tcp://{z_ns.address}:5685",
+                hub,
+                bind=False,
+            ),
         ) as zyre,
     ):
         # The mismatch, or zyre closing on it first.

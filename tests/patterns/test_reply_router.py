@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from uuid import UUID
 
@@ -20,6 +21,7 @@ import trio.testing
 
 import trizre
 from tests.support.patterns import (
+    StubNode,
     as_events,
     blocks,
     deliver,
@@ -677,9 +679,8 @@ async def test_lazy_pirate_prefers_a_responsive_instance_of_the_name(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        async with stub_clients("srv", "srv") as (node, peers, router, events, nursery):
-            crashed, restarted = peers
-            node.unresponsive.add(crashed)
+        crashed_first = stub_clients("srv", "srv", unresponsive=[0])  # then restarted
+        async with crashed_first as (node, (_, restarted), router, events, nursery):
             client = LazyPirateClient(router, "srv", RetryPolicy(attempt_timeout=1.0, attempts=1))
 
             async def servers() -> None:
@@ -738,53 +739,55 @@ async def test_service_client_uses_the_least_recently_used_worker() -> None:
         assert chosen == [w1, w2, w1, w2]
 
 
+async def _the_other_worker_gets_it(
+    lose: Callable[[StubNode, trio.MemorySendChannel[object], UUID], Awaitable[None]],
+    after: float,
+) -> None:
+    """Of two echo workers, the first asked is lost by ``lose``; ``after`` seconds on the
+    same request goes to the other, and its reply is the client's answer."""
+    async with stub_clients(*ECHO2) as (node, _, router, events, nursery):
+        client = ServiceClient(router, POLICY)
+
+        async def workers() -> None:
+            first, request = await node.outbox.receive()
+            await lose(node, events, first)
+            peer, again = await node.outbox.receive()
+            assert peer != first and again == request
+            assert trio.current_time() - start == pytest.approx(after)
+            await events.send(reply_event(peer, request.request_id, 200, b"ok"))
+
+        start = trio.current_time()
+        nursery.start_soon(workers)
+        assert await client.request("echo") == (b"ok",)
+
+
 async def test_service_client_tries_another_worker_after_a_timeout(
     autojump_clock: trio.abc.Clock,
 ) -> None:
+    async def stuck(node: StubNode, events: trio.MemorySendChannel[object], peer: UUID) -> None:
+        pass  # it never answers
+
     with trio.fail_after(5):
-        async with stub_clients(*ECHO2) as (node, _, router, events, nursery):
-            client = ServiceClient(router, POLICY)
-
-            async def workers() -> None:
-                stuck, request = await node.outbox.receive()
-                peer, again = await node.outbox.receive()
-                assert peer != stuck and again == request
-                assert trio.current_time() - start == pytest.approx(1.0)
-                await events.send(reply_event(peer, request.request_id, 200, b"ok"))
-
-            start = trio.current_time()
-            nursery.start_soon(workers)
-            assert await client.request("echo") == (b"ok",)
+        await _the_other_worker_gets_it(stuck, 1.0)
 
 
 async def test_service_client_resends_at_once_when_the_worker_exits(
     autojump_clock: trio.abc.Clock,
 ) -> None:
+    async def gone(node: StubNode, events: trio.MemorySendChannel[object], peer: UUID) -> None:
+        await trio.sleep(0.1)
+        node.remove(peer)
+        await events.send(trizre.Exit(peer, "w"))
+
     with trio.fail_after(5):
-        async with stub_clients(*ECHO2) as (node, _, router, events, nursery):
-            client = ServiceClient(router, POLICY)
-
-            async def workers() -> None:
-                gone, request = await node.outbox.receive()
-                await trio.sleep(0.1)
-                node.remove(gone)
-                await events.send(trizre.Exit(gone, "w"))
-                peer, again = await node.outbox.receive()
-                assert peer != gone and again == request
-                assert trio.current_time() - start == pytest.approx(0.1)
-                await events.send(reply_event(peer, request.request_id, 200, b"ok"))
-
-            start = trio.current_time()
-            nursery.start_soon(workers)
-            assert await client.request("echo") == (b"ok",)
+        await _the_other_worker_gets_it(gone, 0.1)
 
 
 async def test_service_client_prefers_responsive_workers(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        async with stub_clients(*ECHO2) as (node, (evasive, alive), router, _events, _):
-            node.unresponsive.add(evasive)
+        async with stub_clients(*ECHO2, unresponsive=[0]) as (node, (_, alive), router, _, _):
             client = ServiceClient(router, RetryPolicy(attempt_timeout=1.0, attempts=1))
             with pytest.raises(RequestAbandoned):
                 await client.request("echo")
@@ -796,8 +799,7 @@ async def test_service_client_a_timed_out_worker_sinks_below_an_evasive_one(
 ) -> None:
     """services.md §3: suspicion (unanswered attempts) ranks first, for every request."""
     with trio.fail_after(5):
-        async with stub_clients(*ECHO2) as (node, (evasive, stuck), router, _events, _):
-            node.unresponsive.add(evasive)
+        async with stub_clients(*ECHO2, unresponsive=[0]) as (node, (evasive, stuck), router, _, _):
             client = ServiceClient(router, RetryPolicy(attempt_timeout=1.0, attempts=2))
             with pytest.raises(RequestAbandoned):
                 await client.request("echo")

@@ -9,7 +9,7 @@ events (:func:`deliver`, or ``events.send``).
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from uuid import UUID, uuid4
 
@@ -142,17 +142,20 @@ class StubNode:
 @asynccontextmanager
 async def stub_clients(
     *peers: str | tuple[str, ...],
+    unresponsive: Sequence[int] = (),
 ) -> AsyncIterator[
     tuple[StubNode, list[UUID], ReplyRouter, trio.MemorySendChannel[object], trio.Nursery]
 ]:
     """A :class:`StubNode` with ``peers``, its running router, and a nursery for the scripts.
 
-    Each peer is a name, or a name and its groups.  Yields the node, the
+    Each peer is a name, or a name and its groups; ``unresponsive``: the
+    indexes of those the node reports evasive or silent.  Yields the node, the
     peers' UUIDs in that order, the router, the channel its events come
     from, and a nursery inside the router's lifetime (cancel its scope to
     stop the scripts).
     """
     node = StubNode()
     added = [node.add(*((peer,) if isinstance(peer, str) else peer)) for peer in peers]
+    node.unresponsive.update(added[i] for i in unresponsive)
     async with running_router(node) as (router, events), trio.open_nursery() as nursery:
         yield node, added, router, events, nursery

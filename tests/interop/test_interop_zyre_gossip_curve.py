@@ -27,7 +27,7 @@ from tests.interop.test_interop_zyre import (
     certs,
 )
 from tests.support import netns
-from tests.support.agent_args import curve_gossip_args
+from tests.support.agents import curve_gossip_args
 from tests.support.netns import NetnsPair
 
 _reason = netns.netns_available() or zyre_unavailable()

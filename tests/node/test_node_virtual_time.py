@@ -24,6 +24,7 @@ from tests.support.nodes import (
     free_udp_port,
     memory_raw_peer,
     next_event,
+    node_with_events,
     node_with_memory_peer,
 )
 from trizre import wire
@@ -125,10 +126,8 @@ async def test_a_peer_added_while_presence_sleeps_is_timed_from_its_arrival(
 async def test_peer_by_name_prefers_the_newest_responsive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(60):
-        async with trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher:
-            events = watcher.events()
+        async with node_with_events("watcher", **MEMORY) as (watcher, events):
             assert watcher.peer_by_name("nobody") is None
             async with memory_raw_peer(watcher) as old, memory_raw_peer(watcher) as new:
                 await old.hello("twin")
@@ -472,10 +471,8 @@ async def test_ping_measures_the_round_trip_to_the_ping_ok(
 async def test_ping_fails_when_the_peer_leaves_or_is_unknown(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(120):
-        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
-            events = node.events()
+        async with node_with_events("n", **MEMORY) as (node, events):
             with pytest.raises(trizre.UnknownPeer):
                 await node.ping(uuid.uuid4())
             with pytest.raises(TypeError):

@@ -246,15 +246,23 @@ P = TypeVar("P", RawPeer, MemoryRawPeer)
 
 
 @asynccontextmanager
+async def node_with_events(
+    name: str = "n", **options: Any
+) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream]]:
+    """Node ``name`` on a beacon port of its own (``FAST`` unless ``options`` say), and its
+    events from its start.  The node stops when the block ends; the stream then ends too."""
+    async with trizre.open_node(name, beacon_port=free_udp_port(), **{**FAST, **options}) as node:
+        yield node, node.events()
+
+
+@asynccontextmanager
 async def _with_entered(
     peer: Callable[[trizre.Node], AbstractAsyncContextManager[P]], options: dict[str, Any]
 ) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream, P]]:
-    async with trizre.open_node("n", beacon_port=free_udp_port(), **options) as node:
-        events = node.events()
-        async with peer(node) as raw:
-            await raw.hello()
-            await next_event(events, trizre.Enter)
-            yield node, events, raw
+    async with node_with_events("n", **options) as (node, events), peer(node) as raw:
+        await raw.hello()
+        await next_event(events, trizre.Enter)
+        yield node, events, raw
 
 
 def node_with_raw_peer(
@@ -274,3 +282,22 @@ def node_with_memory_peer(
 ) -> AbstractAsyncContextManager[tuple[trizre.Node, trizre.EventStream, MemoryRawPeer]]:
     """As :func:`node_with_raw_peer`, all in memory (``MEMORY``): for exact virtual times."""
     return _with_entered(memory_raw_peer, {**MEMORY, **options})
+
+
+@asynccontextmanager
+async def node_with_group_peer(
+    group: str, **options: Any
+) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream, MemoryRawPeer]]:
+    """Node "n" (``MEMORY`` unless ``options`` say) in ``group``, and a raw peer in it too.
+
+    The peer said HELLO with ``group``; its Join was reported (consumed
+    from the events) and the node's HELLO to it read.
+    """
+    async with trizre.open_node("n", beacon_port=free_udp_port(), **{**MEMORY, **options}) as node:
+        events = node.events()
+        await node.join(group)
+        async with memory_raw_peer(node) as raw:
+            await raw.hello(groups=(group,))
+            await next_event(events, trizre.Join)
+            assert isinstance(await raw.receive(), wire.Hello)
+            yield node, events, raw

@@ -53,25 +53,36 @@ def _free_tcp_endpoint() -> str:
 
 
 @asynccontextmanager
-async def tcp_pair(*, hwm: int, limit: int, listening: bool) -> AsyncIterator[LinkPair]:
-    """A plain ``TcpLink`` into a ROUTER inbox from ``bind_inbox``."""
+async def _tcp_pair(
+    hwm: int,
+    limit: int,
+    listening: bool,
+    curve: tuple[CurveServer, CurveClient] | None = None,
+) -> AsyncIterator[LinkPair]:
+    """A ``TcpLink`` into a ROUTER inbox from ``bind_inbox``, bound now or at ``listen()``."""
     endpoint = _free_tcp_endpoint()
     inboxes: list[ZSocket] = []
+    server, client = curve if curve is not None else (None, None)
 
     def listen() -> None:
-        inboxes.append(bind_inbox("127.0.0.1", limit, endpoint=endpoint)[0])
+        inboxes.append(bind_inbox("127.0.0.1", limit, curve=server, endpoint=endpoint)[0])
 
     if listening:
         listen()
-    link = TcpLink.connect(endpoint, IDENTITY, hwm)
+    link = TcpLink.connect(endpoint, IDENTITY, hwm, curve=client)
+    # A CURVE inbox tags each message's identity with the client's key.
+    sender = IDENTITY if client is None else z85(client.public).encode() + IDENTITY
     late = _Late(inboxes)
-    pair = LinkPair(link, late, IDENTITY, hwm, limit, late.close, listen)
     try:
-        yield pair
+        yield LinkPair(link, late, sender, hwm, limit, late.close, listen)
     finally:
         link.close()
-        for inbox in inboxes:
-            inbox.close()
+        late.close()
+
+
+def tcp_pair(*, hwm: int, limit: int, listening: bool) -> AbstractAsyncContextManager[LinkPair]:
+    """A plain ``TcpLink`` into a ROUTER inbox."""
+    return _tcp_pair(hwm, limit, listening)
 
 
 @asynccontextmanager
@@ -80,28 +91,15 @@ async def curve_pair(*, hwm: int, limit: int, listening: bool) -> AsyncIterator[
     server, client = trizre.Certificate.generate(), trizre.Certificate.generate()
     assert server.secret is not None and client.secret is not None
     routing_id = b"trizre-zap-contract"
-    curve = CurveServer(server.public, server.secret, "global", routing_id)
-    endpoint = _free_tcp_endpoint()
-    inboxes: list[ZSocket] = []
-
-    def listen() -> None:
-        inboxes.append(bind_inbox("127.0.0.1", limit, curve=curve, endpoint=endpoint)[0])
-
-    async with open_zap(routing_id, CurvePolicy("global", frozenset({client.public}))):
-        if listening:
-            listen()
-        link = TcpLink.connect(
-            endpoint, IDENTITY, hwm, curve=CurveClient(client.public, client.secret, server.public)
-        )
-        sender = z85(client.public).encode() + IDENTITY  # the inbox tags each with the key
-        late = _Late(inboxes)
-        pair = LinkPair(link, late, sender, hwm, limit, late.close, listen)
-        try:
-            yield pair
-        finally:
-            link.close()
-            for inbox in inboxes:
-                inbox.close()
+    keys = (
+        CurveServer(server.public, server.secret, "global", routing_id),
+        CurveClient(client.public, client.secret, server.public),
+    )
+    async with (
+        open_zap(routing_id, CurvePolicy("global", frozenset({client.public}))),
+        _tcp_pair(hwm, limit, listening, keys) as pair,
+    ):
+        yield pair
 
 
 @asynccontextmanager

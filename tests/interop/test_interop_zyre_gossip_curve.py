@@ -11,7 +11,10 @@ runs only inside the namespaces a test makes.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -28,7 +31,7 @@ from tests.interop.test_interop_zyre import (
 )
 from tests.support import netns
 from tests.support.agents import curve_gossip_args
-from tests.support.netns import NetnsPair
+from tests.support.netns import Agent, NetnsPair
 
 _reason = netns.netns_available() or zyre_unavailable()
 _curve_reason = _reason or zyre_gossip_curve_unavailable()
@@ -48,39 +51,62 @@ def _key(path: Path) -> str:
     return trizre.Certificate.load(path).public_z85
 
 
+@contextlib.contextmanager
+def curve_agents(
+    pair: NetnsPair,
+    certs: dict[str, Path],
+    n: int,
+    *,
+    hub: Literal["zyre", "trizre"],
+    keyed: bool,
+    tmp_path: Path | None = None,
+) -> Iterator[tuple[Agent, Agent]]:
+    """A CURVE gossip hub and its client, one zyre and one trizre, the hub started first.
+
+    ``keyed``: the client is given the hub's key and each side allows only
+    the other's key (zyre's allow-list a directory in ``tmp_path``), both
+    in "chat"; otherwise each allows any key and the client has none to
+    give.  ``n`` tells the tests' ports and names apart.  Yields (trizre, zyre).
+    """
+    z_ns, t_ns = pair
+    hub_at = f"tcp://{(z_ns if hub == 'zyre' else t_ns).address}:{5673 + n}"
+    groups: tuple[str, ...] = ("chat",) if keyed else ()
+    if keyed:
+        assert tmp_path is not None
+        # zauth judges the hub's clients too
+        zyre_allow = ["--allow", str(_allow_dir(tmp_path, "zyre-allows", certs["trizre"]))]
+        trizre_allow = [f"--curve-allow={_key(certs['zyre'])}"]  # the inbox's and the hub's
+    else:
+        zyre_allow, trizre_allow = ["--allow-any"], ["--curve-allow", "any"]
+    zyre_args = curve_gossip_args(
+        certs["zyre"], zyre_allow, f"tcp://{z_ns.address}:{5682 + n}", hub_at, bind=hub == "zyre"
+    )
+    trizre_args = curve_gossip_args(
+        certs["trizre"], trizre_allow, f"tcp://{t_ns.address}:*", hub_at, bind=hub == "trizre"
+    )
+    if keyed and hub == "zyre":
+        trizre_args.append(f"--gossip-server-key={_key(certs['zyre'])}")
+    if keyed and hub == "trizre":
+        zyre_args += ["--gossip-server-key", _key(certs["trizre"])]
+
+    def zyre() -> Agent:
+        return _zyre(z_ns, f"zyre{9 + n}", *zyre_args, groups=groups)
+
+    def tri() -> Agent:
+        return _trizre(t_ns, f"tri{9 + n}", *trizre_args, groups=groups)
+
+    first, second = (zyre, tri) if hub == "zyre" else (tri, zyre)
+    with first() as a, second() as b:
+        yield (b, a) if hub == "zyre" else (a, b)
+
+
 @needs_zyre_gossip_curve
 def test_trizre_joins_a_curve_zyre_hub_with_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
 ) -> None:
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{z_ns.address}:5673"
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["trizre"])
-    with (
-        _zyre(
-            z_ns,
-            "zyre9",
-            *curve_gossip_args(
-                certs["zyre"],
-                ["--allow", str(zyre_allows)],  # zauth judges the hub's clients too
-                f"tcp://{z_ns.address}:5682",
-                hub,
-                bind=True,
-            ),
-            groups=("chat",),
-        ) as zyre,
-        _trizre(
-            t_ns,
-            "tri9",
-            *curve_gossip_args(
-                certs["trizre"],
-                [f"--curve-allow={_key(certs['zyre'])}"],
-                f"tcp://{t_ns.address}:*",
-                hub,
-                bind=False,
-            ),
-            f"--gossip-server-key={_key(certs['zyre'])}",
-            groups=("chat",),
-        ) as tri,
+    with curve_agents(netns_pair, certs, 0, hub="zyre", keyed=True, tmp_path=tmp_path) as (
+        tri,
+        zyre,
     ):
         _talk_both_ways(tri, zyre)
         seen = [e for e in tri.history if e.get("event") == "ENTER"]
@@ -92,32 +118,7 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path]
 ) -> None:
     """The control for the test above: zyre's hub really is a CURVE server."""
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{z_ns.address}:5674"
-    with (
-        _zyre(
-            z_ns,
-            "zyre10",
-            *curve_gossip_args(
-                certs["zyre"],
-                ["--allow-any"],
-                f"tcp://{z_ns.address}:5683",
-                hub,
-                bind=True,
-            ),
-        ) as zyre,
-        _trizre(
-            t_ns,
-            "tri10",
-            *curve_gossip_args(
-                certs["trizre"],
-                ["--curve-allow", "any"],
-                f"tcp://{t_ns.address}:*",
-                hub,
-                bind=False,
-            ),
-        ) as tri,
-    ):
+    with curve_agents(netns_pair, certs, 1, hub="zyre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre's hub closing on it first.
         refusal = _log(tri, "refused us:", timeout=15)
         assert "CURVE" in refusal["message"], refusal
@@ -130,36 +131,9 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
 def test_curve_zyre_joins_a_curve_trizre_hub_with_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
 ) -> None:
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{t_ns.address}:5675"
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["trizre"])
-    with (
-        _trizre(
-            t_ns,
-            "tri11",
-            *curve_gossip_args(
-                certs["trizre"],
-                [f"--curve-allow={_key(certs['zyre'])}"],  # the inbox's and the hub's clients
-                f"tcp://{t_ns.address}:*",
-                hub,
-                bind=True,
-            ),
-            groups=("chat",),
-        ) as tri,
-        _zyre(
-            z_ns,
-            "zyre11",
-            *curve_gossip_args(
-                certs["zyre"],
-                ["--allow", str(zyre_allows)],
-                f"tcp://{z_ns.address}:5684",
-                hub,
-                bind=False,
-            ),
-            "--gossip-server-key",
-            _key(certs["trizre"]),
-            groups=("chat",),
-        ) as zyre,
+    with curve_agents(netns_pair, certs, 2, hub="trizre", keyed=True, tmp_path=tmp_path) as (
+        tri,
+        zyre,
     ):
         _talk_both_ways(tri, zyre)
 
@@ -171,32 +145,7 @@ def test_a_curve_trizre_hub_refuses_zyre_without_its_key(
 
     Any zyre will do here: without czmq's drafts it connects in the clear too.
     """
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{t_ns.address}:5676"
-    with (
-        _trizre(
-            t_ns,
-            "tri12",
-            *curve_gossip_args(
-                certs["trizre"],
-                ["--curve-allow", "any"],
-                f"tcp://{t_ns.address}:*",
-                hub,
-                bind=True,
-            ),
-        ) as tri,
-        _zyre(
-            z_ns,
-            "zyre12",
-            *curve_gossip_args(
-                certs["zyre"],
-                ["--allow-any"],
-                f"tcp://{z_ns.address}:5685",
-                hub,
-                bind=False,
-            ),
-        ) as zyre,
-    ):
+    with curve_agents(netns_pair, certs, 3, hub="trizre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre closing on it first.
         refusal = _log(tri, "refused a client:", timeout=15)
         assert "CURVE" in refusal["message"], refusal

@@ -16,7 +16,7 @@ from tests.support.bstar import (
     answer,
     client_node,
     run_server,
-    start_pair,
+    settled_pair,
     state_frames,
 )
 from tests.support.nodes import FAST, free_udp_port, outlive_node, wait_logged
@@ -30,10 +30,8 @@ from trizre.patterns._bstar_fsm import BinaryStarFSM
 async def test_pair_settles_primary_active_backup_passive() -> None:
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary, backup = await start_pair(nursery, port)
+        async with settled_pair(port) as (_, primary, backup):
             await primary.star.state.wait_value(State.ACTIVE)
-            await backup.star.state.wait_value(State.PASSIVE)
             async with client_node(
                 port, patterns.open_binary_star_client, "p", "b", RetryPolicy(0.5, 4)
             ) as client:
@@ -43,15 +41,12 @@ async def test_pair_settles_primary_active_backup_passive() -> None:
                 assert client.failovers == 0
             assert primary.star.server.executed == 5
             assert backup.star.server.executed == 0
-            nursery.cancel_scope.cancel()
 
 
 async def test_passive_server_refuses_so_clients_move_on() -> None:
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary, backup = await start_pair(nursery, port)
-            await backup.star.state.wait_value(State.PASSIVE)
+        async with settled_pair(port) as (_, primary, backup):
             # A client that believes the backup is the primary.
             # Attempts of 30 s within fail_after(10): only moving on at once passes.
             async with client_node(
@@ -62,43 +57,41 @@ async def test_passive_server_refuses_so_clients_move_on() -> None:
                 assert backup.star.server.refused >= 1
                 assert backup.star.server.executed == 0
             assert primary.star.state.value is State.ACTIVE
-            nursery.cancel_scope.cancel()
 
 
 async def test_failover_with_requests_in_flight_and_no_fail_back() -> None:
     port = free_udp_port()
     n = 40
     with trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            primary, backup = await start_pair(nursery, port)
-            await backup.star.state.wait_value(State.PASSIVE)
-            async with client_node(
+        async with (
+            settled_pair(port) as (nursery, primary, backup),
+            client_node(
                 port, patterns.open_binary_star_client, "p", "b", RetryPolicy(0.5, 10)
-            ) as client:
-                replies: dict[int, tuple[bytes, ...]] = {}
+            ) as client,
+        ):
+            replies: dict[int, tuple[bytes, ...]] = {}
 
-                async def ask(i: int) -> None:
-                    replies[i] = await client.request(str(i).encode())
+            async def ask(i: int) -> None:
+                replies[i] = await client.request(str(i).encode())
 
-                async with trio.open_nursery() as requests:
-                    for i in range(n // 2):
-                        requests.start_soon(ask, i)
-                    await primary.kill()  # the primary dies with requests in flight
-                    for i in range(n // 2, n):
-                        requests.start_soon(ask, i)
-                assert replies == {i: (b"ok:%d" % i,) for i in range(n)}
-                assert backup.star.state.value is State.ACTIVE
-                assert client.current == "b"
-                taken_over = [t for _, t in backup.star.transitions if t.new_state is State.ACTIVE]
-                assert len(taken_over) == 1 and taken_over[0].event.name == "CLIENT_REQUEST"
+            async with trio.open_nursery() as requests:
+                for i in range(n // 2):
+                    requests.start_soon(ask, i)
+                await primary.kill()  # the primary dies with requests in flight
+                for i in range(n // 2, n):
+                    requests.start_soon(ask, i)
+            assert replies == {i: (b"ok:%d" % i,) for i in range(n)}
+            assert backup.star.state.value is State.ACTIVE
+            assert client.current == "b"
+            taken_over = [t for _, t in backup.star.transitions if t.new_state is State.ACTIVE]
+            assert len(taken_over) == 1 and taken_over[0].event.name == "CLIENT_REQUEST"
 
-                # The old primary comes back: it does not take over again.
-                restarted = await nursery.start(run_server, port, "p", True, "b")
-                await restarted.star.state.wait_value(State.PASSIVE)
-                assert await client.request(b"after") == (b"ok:after",)
-                assert backup.star.state.value is State.ACTIVE
-                assert restarted.star.server.executed == 0
-            nursery.cancel_scope.cancel()
+            # The old primary comes back: it does not take over again.
+            restarted = await nursery.start(run_server, port, "p", True, "b")
+            await restarted.star.state.wait_value(State.PASSIVE)
+            assert await client.request(b"after") == (b"ok:after",)
+            assert backup.star.state.value is State.ACTIVE
+            assert restarted.star.server.executed == 0
 
 
 async def test_dual_active_is_fatal() -> None:
@@ -183,9 +176,7 @@ async def test_a_partner_heard_without_heartbeats_is_not_voted_out() -> None:
     """Heartbeats lost but the active's node still heard (beacons): no second ACTIVE."""
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary, backup = await start_pair(nursery, port, beacons_refresh=True)
-            await backup.star.state.wait_value(State.PASSIVE)
+        async with settled_pair(port, beacons_refresh=True) as (_, primary, backup):
             _drop_heartbeats(primary.node)
             # Past the expiry the heartbeats alone would give: a vote would win.
             await trio.sleep_until(backup.star._fsm.peer_expiry + HEARTBEAT)
@@ -197,7 +188,6 @@ async def test_a_partner_heard_without_heartbeats_is_not_voted_out() -> None:
             assert backup.star.state.value is State.PASSIVE
             assert backup.star.server.refused >= 2 and backup.star.server.executed == 0
             assert primary.star.state.value is State.ACTIVE
-            nursery.cancel_scope.cancel()
 
 
 async def test_a_server_stopped_while_its_node_runs_lets_its_partner_take_over() -> None:
@@ -248,10 +238,8 @@ async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
     """A second primary by mistake: it stops with an error naming the cause, not the network."""
     port = free_udp_port()
     with trio.fail_after(15):
-        async with trio.open_nursery() as nursery:
-            primary, backup = await start_pair(nursery, port)
+        async with settled_pair(port) as (_, primary, backup):
             await primary.star.state.wait_value(State.ACTIVE)
-            await backup.star.state.wait_value(State.PASSIVE)
             with pytest.raises(patterns.DuplicateServer, match="started twice"):
                 async with (
                     trizre.open_node("p", beacon_port=port, **FAST) as again,
@@ -270,7 +258,6 @@ async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
                 assert await client.request(b"x") == (b"ok:x",)
             assert primary.star.state.value is State.ACTIVE
             assert backup.star.state.value is State.PASSIVE
-            nursery.cancel_scope.cancel()
 
 
 # ------------------------------------------- a starting primary and handshakes

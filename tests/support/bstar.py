@@ -23,6 +23,7 @@ __all__ = [
     "answer",
     "client_node",
     "run_server",
+    "settled_pair",
     "start_pair",
     "state_frames",
 ]
@@ -129,3 +130,19 @@ async def active_primary(
         await impostor.whisper(node.uuid, *state_frames(patterns.State.BACKUP))
         await star.state.wait_value(patterns.State.ACTIVE)
         yield node, star
+
+
+@asynccontextmanager
+async def settled_pair(
+    port: int, **options: Any
+) -> AsyncIterator[tuple[trio.Nursery, Running, Running]]:
+    """:func:`start_pair` in a nursery of its own, once the backup is PASSIVE.
+
+    Yields the nursery (to start more servers in), the primary and the
+    backup; when the block ends, everything in the nursery is cancelled.
+    """
+    async with trio.open_nursery() as nursery:
+        primary, backup = await start_pair(nursery, port, **options)
+        await backup.star.state.wait_value(patterns.State.PASSIVE)
+        yield nursery, primary, backup
+        nursery.cancel_scope.cancel()

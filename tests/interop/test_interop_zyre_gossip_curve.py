@@ -100,6 +100,15 @@ def curve_agents(
         yield (b, a) if hub == "zyre" else (a, b)
 
 
+def _refused_over_curve(tri: Agent, zyre: Agent, logged: str) -> None:
+    """trizre logged ``logged`` for CURVE, and neither side has met the other."""
+    refusal = _log(tri, logged, timeout=15)
+    assert "CURVE" in refusal["message"], refusal
+    tri.send({"cmd": "peers"})
+    assert tri.expect_event("peers")["peers"] == [], tri.describe()
+    _no_event(zyre, "ENTER")
+
+
 @needs_zyre_gossip_curve
 def test_trizre_joins_a_curve_zyre_hub_with_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
@@ -120,11 +129,7 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
     """The control for the test above: zyre's hub really is a CURVE server."""
     with curve_agents(netns_pair, certs, 1, hub="zyre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre's hub closing on it first.
-        refusal = _log(tri, "refused us:", timeout=15)
-        assert "CURVE" in refusal["message"], refusal
-        tri.send({"cmd": "peers"})
-        assert tri.expect_event("peers")["peers"] == [], tri.describe()
-        _no_event(zyre, "ENTER")
+        _refused_over_curve(tri, zyre, "refused us:")
 
 
 @needs_zyre_gossip_curve
@@ -147,8 +152,4 @@ def test_a_curve_trizre_hub_refuses_zyre_without_its_key(
     """
     with curve_agents(netns_pair, certs, 3, hub="trizre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre closing on it first.
-        refusal = _log(tri, "refused a client:", timeout=15)
-        assert "CURVE" in refusal["message"], refusal
-        tri.send({"cmd": "peers"})
-        assert tri.expect_event("peers")["peers"] == [], tri.describe()
-        _no_event(zyre, "ENTER")
+        _refused_over_curve(tri, zyre, "refused a client:")

@@ -11,7 +11,10 @@ runs only inside the namespaces a test makes.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -27,7 +30,8 @@ from tests.interop.test_interop_zyre import (
     certs,
 )
 from tests.support import netns
-from tests.support.netns import NetnsPair
+from tests.support.agents import curve_gossip_args
+from tests.support.netns import Agent, NetnsPair
 
 _reason = netns.netns_available() or zyre_unavailable()
 _curve_reason = _reason or zyre_gossip_curve_unavailable()
@@ -47,40 +51,71 @@ def _key(path: Path) -> str:
     return trizre.Certificate.load(path).public_z85
 
 
+@contextlib.contextmanager
+def curve_agents(
+    pair: NetnsPair,
+    certs: dict[str, Path],
+    n: int,
+    *,
+    hub: Literal["zyre", "trizre"],
+    keyed: bool,
+    tmp_path: Path | None = None,
+) -> Iterator[tuple[Agent, Agent]]:
+    """A CURVE gossip hub and its client, one zyre and one trizre, the hub started first.
+
+    ``keyed``: the client is given the hub's key and each side allows only
+    the other's key (zyre's allow-list a directory in ``tmp_path``), both
+    in "chat"; otherwise each allows any key and the client has none to
+    give.  ``n`` tells the tests' ports and names apart.  Yields (trizre, zyre).
+    """
+    z_ns, t_ns = pair
+    hub_at = f"tcp://{(z_ns if hub == 'zyre' else t_ns).address}:{5673 + n}"
+    groups: tuple[str, ...] = ("chat",) if keyed else ()
+    if keyed:
+        assert tmp_path is not None
+        # zauth judges the hub's clients too
+        zyre_allow = ["--allow", str(_allow_dir(tmp_path, "zyre-allows", certs["trizre"]))]
+        trizre_allow = [f"--curve-allow={_key(certs['zyre'])}"]  # the inbox's and the hub's
+    else:
+        zyre_allow, trizre_allow = ["--allow-any"], ["--curve-allow", "any"]
+    zyre_args = curve_gossip_args(
+        certs["zyre"], zyre_allow, f"tcp://{z_ns.address}:{5682 + n}", hub_at, bind=hub == "zyre"
+    )
+    trizre_args = curve_gossip_args(
+        certs["trizre"], trizre_allow, f"tcp://{t_ns.address}:*", hub_at, bind=hub == "trizre"
+    )
+    if keyed and hub == "zyre":
+        trizre_args.append(f"--gossip-server-key={_key(certs['zyre'])}")
+    if keyed and hub == "trizre":
+        zyre_args += ["--gossip-server-key", _key(certs["trizre"])]
+
+    def zyre() -> Agent:
+        return _zyre(z_ns, f"zyre{9 + n}", *zyre_args, groups=groups)
+
+    def tri() -> Agent:
+        return _trizre(t_ns, f"tri{9 + n}", *trizre_args, groups=groups)
+
+    first, second = (zyre, tri) if hub == "zyre" else (tri, zyre)
+    with first() as a, second() as b:
+        yield (b, a) if hub == "zyre" else (a, b)
+
+
+def _refused_over_curve(tri: Agent, zyre: Agent, logged: str) -> None:
+    """trizre logged ``logged`` for CURVE, and neither side has met the other."""
+    refusal = _log(tri, logged, timeout=15)
+    assert "CURVE" in refusal["message"], refusal
+    tri.send({"cmd": "peers"})
+    assert tri.expect_event("peers")["peers"] == [], tri.describe()
+    _no_event(zyre, "ENTER")
+
+
 @needs_zyre_gossip_curve
 def test_trizre_joins_a_curve_zyre_hub_with_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
 ) -> None:
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{z_ns.address}:5673"
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["trizre"])
-    with (
-        _zyre(
-            z_ns,
-            "zyre9",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow",
-            str(zyre_allows),  # zauth judges the hub's clients too
-            "--endpoint",
-            f"tcp://{z_ns.address}:5682",
-            "--gossip-bind",
-            hub,
-            groups=("chat",),
-        ) as zyre,
-        _trizre(
-            t_ns,
-            "tri9",
-            "--curve-cert",
-            str(certs["trizre"]),
-            f"--curve-allow={_key(certs['zyre'])}",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-connect",
-            hub,
-            f"--gossip-server-key={_key(certs['zyre'])}",
-            groups=("chat",),
-        ) as tri,
+    with curve_agents(netns_pair, certs, 0, hub="zyre", keyed=True, tmp_path=tmp_path) as (
+        tri,
+        zyre,
     ):
         _talk_both_ways(tri, zyre)
         seen = [e for e in tri.history if e.get("event") == "ENTER"]
@@ -92,76 +127,18 @@ def test_a_curve_zyre_hub_refuses_trizre_without_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path]
 ) -> None:
     """The control for the test above: zyre's hub really is a CURVE server."""
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{z_ns.address}:5674"
-    with (
-        _zyre(
-            z_ns,
-            "zyre10",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow-any",
-            "--endpoint",
-            f"tcp://{z_ns.address}:5683",
-            "--gossip-bind",
-            hub,
-        ) as zyre,
-        _trizre(
-            t_ns,
-            "tri10",
-            "--curve-cert",
-            str(certs["trizre"]),
-            "--curve-allow",
-            "any",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-connect",
-            hub,
-        ) as tri,
-    ):
+    with curve_agents(netns_pair, certs, 1, hub="zyre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre's hub closing on it first.
-        refusal = _log(tri, "refused us:", timeout=15)
-        assert "CURVE" in refusal["message"], refusal
-        tri.send({"cmd": "peers"})
-        assert tri.expect_event("peers")["peers"] == [], tri.describe()
-        _no_event(zyre, "ENTER")
+        _refused_over_curve(tri, zyre, "refused us:")
 
 
 @needs_zyre_gossip_curve
 def test_curve_zyre_joins_a_curve_trizre_hub_with_its_key(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
 ) -> None:
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{t_ns.address}:5675"
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["trizre"])
-    with (
-        _trizre(
-            t_ns,
-            "tri11",
-            "--curve-cert",
-            str(certs["trizre"]),
-            f"--curve-allow={_key(certs['zyre'])}",  # the inbox's and the hub's clients
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-bind",
-            hub,
-            groups=("chat",),
-        ) as tri,
-        _zyre(
-            z_ns,
-            "zyre11",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow",
-            str(zyre_allows),
-            "--endpoint",
-            f"tcp://{z_ns.address}:5684",
-            "--gossip-connect",
-            hub,
-            "--gossip-server-key",
-            _key(certs["trizre"]),
-            groups=("chat",),
-        ) as zyre,
+    with curve_agents(netns_pair, certs, 2, hub="trizre", keyed=True, tmp_path=tmp_path) as (
+        tri,
+        zyre,
     ):
         _talk_both_ways(tri, zyre)
 
@@ -173,36 +150,6 @@ def test_a_curve_trizre_hub_refuses_zyre_without_its_key(
 
     Any zyre will do here: without czmq's drafts it connects in the clear too.
     """
-    z_ns, t_ns = netns_pair
-    hub = f"tcp://{t_ns.address}:5676"
-    with (
-        _trizre(
-            t_ns,
-            "tri12",
-            "--curve-cert",
-            str(certs["trizre"]),
-            "--curve-allow",
-            "any",
-            "--endpoint",
-            f"tcp://{t_ns.address}:*",
-            "--gossip-bind",
-            hub,
-        ) as tri,
-        _zyre(
-            z_ns,
-            "zyre12",
-            "--curve-cert",
-            str(certs["zyre"]),
-            "--allow-any",
-            "--endpoint",
-            f"tcp://{z_ns.address}:5685",
-            "--gossip-connect",
-            hub,
-        ) as zyre,
-    ):
+    with curve_agents(netns_pair, certs, 3, hub="trizre", keyed=False) as (tri, zyre):
         # The mismatch, or zyre closing on it first.
-        refusal = _log(tri, "refused a client:", timeout=15)
-        assert "CURVE" in refusal["message"], refusal
-        tri.send({"cmd": "peers"})
-        assert tri.expect_event("peers")["peers"] == [], tri.describe()
-        _no_event(zyre, "ENTER")
+        _refused_over_curve(tri, zyre, "refused a client:")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import uuid
 from pathlib import Path
@@ -17,18 +16,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.interop import ensure_in_test_namespace, frames_from_json, frames_to_json
-
-
-def emit(**event: Any) -> None:
-    print(json.dumps(event), flush=True)
-
-
-class _EmitLogs(logging.Handler):
-    """trizre's log records as ``{"event": "log", ...}`` lines: tests wait on them."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        emit(event="log", level=record.levelname, logger=record.name, message=record.getMessage())
+from tests.interop import frames_from_json, frames_to_json
+from tests.support.agents import emit, emit_logs, run_agent
 
 
 def describe(event: Any) -> dict[str, Any]:
@@ -85,8 +74,7 @@ async def run(args: argparse.Namespace) -> int:
         if args.gossip_server_key:
             gossip["gossip_server_key"] = args.gossip_server_key
     if args.log:
-        logging.getLogger("trizre").addHandler(_EmitLogs())
-        logging.getLogger("trizre").setLevel(logging.DEBUG)
+        emit_logs()
     async with trizre.open_node(
         args.name,
         headers=headers,
@@ -187,13 +175,7 @@ def main() -> int:
         default=None,
         help="the gossip hubs' Z85 public key: gossip over CURVE (as --gossip-server-key=KEY)",
     )
-    args = parser.parse_args()
-    ensure_in_test_namespace()
-    import trio  # noqa: PLC0415
-
-    code = trio.run(run, args)
-    emit(event="exiting", code=code)
-    return code
+    return run_agent(run, parser.parse_args())
 
 
 if __name__ == "__main__":

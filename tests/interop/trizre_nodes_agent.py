@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import uuid
 from pathlib import Path
@@ -24,18 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.interop import ensure_in_test_namespace
-
-
-def emit(**event: Any) -> None:
-    print(json.dumps(event), flush=True)
-
-
-class _EmitLogs(logging.Handler):
-    """trizre's log records as ``{"event": "log", ...}`` lines."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        emit(event="log", level=record.levelname, logger=record.name, message=record.getMessage())
+from tests.support.agents import emit, emit_logs, run_agent
 
 
 def _uuids_starting_with(digit: str) -> None:
@@ -54,8 +42,7 @@ async def run(args: argparse.Namespace) -> int:
     import trizre  # noqa: PLC0415
 
     if args.log:
-        logging.getLogger("trizre").addHandler(_EmitLogs())
-        logging.getLogger("trizre").setLevel(logging.DEBUG)
+        emit_logs()
     if args.uuid_first_digit:
         _uuids_starting_with(args.uuid_first_digit)
 
@@ -106,13 +93,7 @@ def main() -> int:
     parser.add_argument("--uuid-first-digit", default="", help="every node's UUID begins so")
     parser.add_argument("--max-seconds", type=float, default=60.0)
     parser.add_argument("--log", action="store_true", help="emit trizre's log records as events")
-    args = parser.parse_args()
-    ensure_in_test_namespace()
-    import trio  # noqa: PLC0415
-
-    code = trio.run(run, args)
-    emit(event="exiting", code=code)
-    return code
+    return run_agent(run, parser.parse_args())
 
 
 if __name__ == "__main__":

@@ -14,40 +14,18 @@ import trio
 import trio.testing
 from trio.testing import wait_all_tasks_blocked
 
+from tests.support.events import drain, joins, subscribed
+from tests.support.waiting import waiting
 from trizre._errors import EventsOverflowed, NodeError
 from trizre.node._fanout import EventsIdle, EventStream, Fanout, Overflow
 from trizre.sansio._events import Event, Join, Stop
-
-
-def joins(n: int) -> list[Event]:
-    peer = uuid.uuid4()
-    return [Join(peer, "n", f"g{i}") for i in range(n)]
-
-
-async def drain(stream: EventStream) -> list[Event]:
-    return [event async for event in stream]
-
-
-class Publisher:
-    """Runs ``fanout.publish(event)`` in a task and records its result."""
-
-    def __init__(self) -> None:
-        self.result: bool | None = None
-        self.done = False
-
-    async def run(self, fanout: Fanout, event: Event) -> None:
-        self.result = await fanout.publish(event)
-        self.done = True
-
 
 # ------------------------------------------------------------ plain delivery
 
 
 async def test_two_subscribers_get_every_event_in_order() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        a = fanout.subscribe(10, "block")
-        b = fanout.subscribe(10, "raise")
+        fanout, (a, b) = subscribed((10, "block"), (10, "raise"))
         events = joins(5)
         for event in events:
             assert fanout.publish_nowait(event)
@@ -80,8 +58,7 @@ async def test_concurrent_consumers_get_every_event_in_order() -> None:
 
 async def test_later_subscriber_gets_only_later_events() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        early = fanout.subscribe(10, "block")
+        fanout, (early,) = subscribed((10, "block"))
         e1, e2, e3 = joins(3)
         assert fanout.publish_nowait(e1)
         late = fanout.subscribe(10, "block")
@@ -94,20 +71,12 @@ async def test_later_subscriber_gets_only_later_events() -> None:
 
 async def test_receive_waits_for_the_next_event() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
+        fanout, (stream,) = subscribed((1, "block"))
         (e1,) = joins(1)
-        got: list[Event] = []
-
-        async def reader() -> None:
-            got.append(await stream.receive())
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader)
-            await wait_all_tasks_blocked()
-            assert got == []
+        async with waiting(stream.receive) as reader:
+            assert reader.results == []
             assert fanout.publish_nowait(e1)
-        assert got == [e1]
+        assert reader.results == [e1]
 
 
 # ------------------------------------------------------------ "block" policy
@@ -115,9 +84,7 @@ async def test_receive_waits_for_the_next_event() -> None:
 
 async def test_block_publish_nowait_false_when_a_subscriber_is_full() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        small = fanout.subscribe(1, "block")
-        roomy = fanout.subscribe(10, "block")
+        fanout, (small, roomy) = subscribed((1, "block"), (10, "block"))
         e1, e2 = joins(2)
         assert fanout.publish_nowait(e1) is True
         assert fanout.publish_nowait(e2) is False
@@ -129,15 +96,10 @@ async def test_block_publish_nowait_false_when_a_subscriber_is_full() -> None:
 
 async def test_block_publish_waits_for_the_consumer_and_delivers_once() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        small = fanout.subscribe(1, "block")
-        roomy = fanout.subscribe(10, "block")
+        fanout, (small, roomy) = subscribed((1, "block"), (10, "block"))
         e1, e2 = joins(2)
         assert await fanout.publish(e1) is False  # no wait needed
-        publisher = Publisher()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(publisher.run, fanout, e2)
-            await wait_all_tasks_blocked()
+        async with waiting(fanout.publish, e2) as publisher:
             assert not publisher.done  # waiting for `small`
             # The roomy subscriber is not held back by the full one.
             assert await roomy.receive() is e1
@@ -156,16 +118,10 @@ async def test_block_publish_waits_for_the_consumer_and_delivers_once() -> None:
 
 async def test_block_publish_waits_for_each_full_subscriber_in_turn() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        a = fanout.subscribe(1, "block")
-        b = fanout.subscribe(1, "block")
-        c = fanout.subscribe(10, "block")
+        fanout, (a, b, c) = subscribed((1, "block"), (1, "block"), (10, "block"))
         e1, e2 = joins(2)
         assert fanout.publish_nowait(e1)
-        publisher = Publisher()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(publisher.run, fanout, e2)
-            await wait_all_tasks_blocked()
+        async with waiting(fanout.publish, e2) as publisher:
             assert await b.receive() is e1
             await wait_all_tasks_blocked()
             assert not publisher.done  # b has e2 now, a is still full
@@ -180,9 +136,7 @@ async def test_block_publish_waits_for_each_full_subscriber_in_turn() -> None:
 
 async def test_publish_after_failed_publish_nowait_delivers_once() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        small = fanout.subscribe(1, "block")
-        roomy = fanout.subscribe(10, "block")
+        fanout, (small, roomy) = subscribed((1, "block"), (10, "block"))
         e1, e2 = joins(2)
         assert fanout.publish_nowait(e1)
 
@@ -191,9 +145,7 @@ async def test_publish_after_failed_publish_nowait_delivers_once() -> None:
                 return
             await fanout.publish(event)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(node_publish, e2)
-            await wait_all_tasks_blocked()
+        async with waiting(node_publish, e2):
             assert await small.receive() is e1
         fanout.close()
         assert await drain(small) == [e2, Stop()]
@@ -205,9 +157,7 @@ async def test_publish_after_failed_publish_nowait_delivers_once() -> None:
 
 async def test_raise_cuts_off_only_the_full_subscriber() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        lagging = fanout.subscribe(2, "raise")
-        keeping_up = fanout.subscribe(10, "block")
+        fanout, (lagging, keeping_up) = subscribed((2, "raise"), (10, "block"))
         events = joins(5)
         for event in events:
             assert fanout.publish_nowait(event)  # "raise" never blocks
@@ -227,8 +177,7 @@ async def test_raise_cuts_off_only_the_full_subscriber() -> None:
 
 async def test_raise_overflow_ends_async_for_with_the_error() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "raise")
+        fanout, (stream,) = subscribed((1, "raise"))
         e1, e2 = joins(2)
         fanout.publish_nowait(e1)
         fanout.publish_nowait(e2)
@@ -242,23 +191,18 @@ async def test_raise_overflow_ends_async_for_with_the_error() -> None:
 
 async def test_raise_overflow_wakes_a_waiting_reader() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "raise")
+        fanout, (stream,) = subscribed((1, "raise"))
         e1, e2 = joins(2)
         got: list[object] = []
 
         async def reader() -> None:
-            try:
-                while True:
-                    got.append(await stream.receive())
-            except EventsOverflowed as exc:
-                got.append(exc)
+            while True:
+                got.append(await stream.receive())
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader)
-            await wait_all_tasks_blocked()
+        async with waiting(reader, catching=EventsOverflowed) as read:
             fanout.publish_nowait(e1)  # wakes the reader, which has not run yet
             fanout.publish_nowait(e2)  # so the buffer is still full: cut off
+        got += read.errors
         assert got[0] is e1
         assert len(got) == 2
         assert isinstance(got[1], EventsOverflowed)
@@ -270,8 +214,7 @@ async def test_raise_overflow_wakes_a_waiting_reader() -> None:
 @pytest.mark.parametrize("overflow", ["block", "raise"])
 async def test_close_delivers_stop_even_when_full(overflow: Overflow) -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, overflow)
+        fanout, (stream,) = subscribed((1, overflow))
         (e1,) = joins(1)
         assert fanout.publish_nowait(e1)
         fanout.close()
@@ -285,8 +228,7 @@ async def test_close_delivers_stop_even_when_full(overflow: Overflow) -> None:
 
 async def test_iteration_ends_after_stop() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(3, "block")
+        fanout, (stream,) = subscribed((3, "block"))
         events = joins(2)
         for event in events:
             fanout.publish_nowait(event)
@@ -298,30 +240,18 @@ async def test_iteration_ends_after_stop() -> None:
 
 async def test_close_wakes_a_waiting_reader_with_stop() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
-        got: list[Event] = []
-
-        async def reader() -> None:
-            got.extend(await drain(stream))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader)
-            await wait_all_tasks_blocked()
+        fanout, (stream,) = subscribed((1, "block"))
+        async with waiting(drain, stream) as reader:
             fanout.close()
-        assert got == [Stop()]
+        assert reader.result == [Stop()]
 
 
 async def test_close_releases_a_blocked_publisher() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
+        fanout, (stream,) = subscribed((1, "block"))
         e1, e2 = joins(2)
         fanout.publish_nowait(e1)
-        publisher = Publisher()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(publisher.run, fanout, e2)
-            await wait_all_tasks_blocked()
+        async with waiting(fanout.publish, e2) as publisher:
             assert not publisher.done
             fanout.close()
         assert publisher.done
@@ -342,8 +272,7 @@ async def test_subscribe_after_close_yields_only_stop() -> None:
 
 async def test_receive_raises_end_of_channel_after_the_end() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
+        fanout, (stream,) = subscribed((1, "block"))
         fanout.close()
         assert await stream.receive() == Stop()
         with pytest.raises(trio.EndOfChannel):
@@ -357,8 +286,7 @@ async def test_receive_raises_end_of_channel_after_the_end() -> None:
 
 async def test_async_with_unsubscribes() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        other = fanout.subscribe(10, "raise")
+        fanout, (other,) = subscribed((10, "raise"))
         e1, e2, e3 = joins(3)
         async with fanout.subscribe(1, "block") as stream:
             assert stream.__aiter__() is stream
@@ -378,8 +306,7 @@ async def test_async_with_unsubscribes() -> None:
 
 async def test_close_and_aclose_are_idempotent() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
+        fanout, (stream,) = subscribed((1, "block"))
         stream.close()
         stream.close()
         await stream.aclose()
@@ -391,24 +318,15 @@ async def test_close_and_aclose_are_idempotent() -> None:
 
 async def test_close_wakes_a_reader_of_the_same_stream() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(1, "block")
-        got: list[Event] = []
-
-        async def reader() -> None:
-            got.extend(await drain(stream))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader)
-            await wait_all_tasks_blocked()
+        _fanout, (stream,) = subscribed((1, "block"))
+        async with waiting(drain, stream) as reader:
             stream.close()
-        assert got == []
+        assert reader.result == []
 
 
 async def test_close_discards_buffered_events() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block")
+        fanout, (stream,) = subscribed((10, "block"))
         for event in joins(2):
             fanout.publish_nowait(event)
         stream.close()
@@ -417,15 +335,10 @@ async def test_close_discards_buffered_events() -> None:
 
 async def test_dropped_stream_no_longer_blocks_a_waiting_publish() -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        other = fanout.subscribe(10, "block")
-        dropped = fanout.subscribe(1, "block")
+        fanout, (other, dropped) = subscribed((10, "block"), (1, "block"))
         e1, e2, e3 = joins(3)
         fanout.publish_nowait(e1)
-        publisher = Publisher()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(publisher.run, fanout, e2)
-            await wait_all_tasks_blocked()
+        async with waiting(fanout.publish, e2) as publisher:
             assert not publisher.done
             del dropped
             gc.collect()
@@ -453,8 +366,7 @@ async def test_dropped_stream_is_unsubscribed() -> None:
 
 async def test_cancelled_anext_loses_no_event(autojump_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block")
+        fanout, (stream,) = subscribed((10, "block"))
         e1, e2, e3 = joins(3)
 
         # Cancelled while parked on an empty buffer.
@@ -472,27 +384,18 @@ async def test_cancelled_anext_loses_no_event(autojump_clock: trio.testing.MockC
 
         # Woken by an event and cancelled in the same tick: the event is
         # either returned or left in the buffer, never lost.
-        got: list[Event] = []
-
-        async def reader(scope: trio.CancelScope) -> None:
-            with scope:
-                got.append(await stream.__anext__())
-
-        reader_scope = trio.CancelScope()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader, reader_scope)
-            await wait_all_tasks_blocked()
+        async with waiting(stream.__anext__) as reader:
             fanout.publish_nowait(e2)
-            reader_scope.cancel()
+            assert reader.nursery is not None
+            reader.nursery.cancel_scope.cancel()
         fanout.publish_nowait(e3)
         fanout.close()
-        assert got + await drain(stream) == [e2, e3, Stop()]
+        assert reader.results + await drain(stream) == [e2, e3, Stop()]
 
 
 async def test_cancelled_receive_loses_no_event(autojump_clock: trio.testing.MockClock) -> None:
     with trio.fail_after(5):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block")
+        fanout, (stream,) = subscribed((10, "block"))
         events = joins(4)
         got: list[Event] = []
         for event in events:
@@ -511,8 +414,7 @@ async def test_idle_timeout_raises_after_exactly_that_long_and_the_stream_goes_o
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     with trio.fail_after(60):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block", idle_timeout=2.5)
+        fanout, (stream,) = subscribed((10, "block", 2.5))
         start = trio.current_time()
         with pytest.raises(EventsIdle, match=r"2\.5 s"):
             await stream.receive()
@@ -533,8 +435,7 @@ async def test_idle_timeout_counts_each_wait_from_its_start(
 ) -> None:
     """Events 2 s apart never trip a 2.5 s idle timeout, however many come."""
     with trio.fail_after(60):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block", idle_timeout=2.5)
+        fanout, (stream,) = subscribed((10, "block", 2.5))
         events = joins(10)
 
         async def publish() -> None:
@@ -551,8 +452,7 @@ async def test_idle_timeout_counts_each_wait_from_its_start(
 async def test_buffered_events_are_never_idle(autojump_clock: trio.testing.MockClock) -> None:
     """Events that waited in the buffer longer than the timeout come out, then it counts."""
     with trio.fail_after(60):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block", idle_timeout=1)
+        fanout, (stream,) = subscribed((10, "block", 1))
         events = joins(3)
         for event in events:
             fanout.publish_nowait(event)
@@ -566,8 +466,7 @@ async def test_an_ended_stream_ends_rather_than_idles(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     with trio.fail_after(60):
-        fanout = Fanout()
-        stream = fanout.subscribe(10, "block", idle_timeout=1)
+        fanout, (stream,) = subscribed((10, "block", 1))
 
         async def close_soon() -> None:
             await trio.sleep(0.5)

@@ -21,13 +21,11 @@ import trio.testing
 import zmq
 
 import trizre
-from tests.support.nodes import free_udp_port
+from tests.support.nodes import MEMORY, free_udp_port
 from trizre import wire
 from trizre.transport._discovery import MemoryDiscovery, open_beacon_socket
 from trizre.transport._interfaces import select_interface
 from trizre.transport._links import TcpLink
-
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
 
 def source(index: int) -> str:

@@ -12,6 +12,7 @@ import trio
 
 import trizre
 from tests.support.czmq import CZMQ, CZMQ_MISSING, ZGossip, free_tcp_port
+from tests.support.gossip import gossip_node
 from tests.support.nodes import next_event
 
 
@@ -24,26 +25,12 @@ async def gossip_nodes(
     Endpoints alternate between tcp and ipc, so both transports carry ZRE.
     """
     async with AsyncExitStack() as stack:
-        hub = await stack.enter_async_context(
-            trizre.open_node(
-                "hub",
-                discovery="gossip",
-                endpoint="tcp://127.0.0.1:*",
-                gossip_bind=hub_endpoint,
-                **options,
-            )
-        )
+        hub = await stack.enter_async_context(gossip_node("hub", bind=hub_endpoint, **options))
         nodes = [hub]
         for i, name in enumerate(names):
             endpoint = "tcp://127.0.0.1:*" if i % 2 else f"ipc://{tmp_path}/{name}"
             node = await stack.enter_async_context(
-                trizre.open_node(
-                    name,
-                    discovery="gossip",
-                    endpoint=endpoint,
-                    gossip_connect=hub_endpoint,
-                    **options,
-                )
+                gossip_node(name, connect=hub_endpoint, endpoint=endpoint, **options)
             )
             nodes.append(node)
         yield nodes
@@ -82,11 +69,9 @@ async def test_a_stopped_node_is_reported_gone_at_once_by_goodbye(tmp_path: Path
         async with gossip_nodes(hub_endpoint, ["stays"], tmp_path, local_links=False) as nodes:
             _, stays = nodes
             events = stays.events()
-            async with trizre.open_node(
+            async with gossip_node(
                 "goes",
-                discovery="gossip",
-                endpoint="tcp://127.0.0.1:*",
-                gossip_connect=hub_endpoint,
+                connect=hub_endpoint,
                 local_links=False,
                 expired_timeout=60.0,  # an Exit by expiry would take a minute
             ) as goes:
@@ -103,20 +88,13 @@ async def test_curve_nodes_gossip_their_keys_and_talk_encrypted(tmp_path: Path) 
             nodes = []
             for i, cert in enumerate(certs):
                 # A CURVE node's hub is a CURVE server: its clients need its key.
-                where = (
-                    {"gossip_bind": hub_endpoint}
+                where: dict[str, Any] = (
+                    {"bind": hub_endpoint}
                     if i == 0
-                    else {"gossip_connect": hub_endpoint, "gossip_server_key": certs[0]}
+                    else {"connect": hub_endpoint, "gossip_server_key": certs[0]}
                 )
                 node = await stack.enter_async_context(
-                    trizre.open_node(
-                        f"n{i}",
-                        discovery="gossip",
-                        endpoint="tcp://127.0.0.1:*",
-                        curve=cert,
-                        curve_allow=certs,
-                        **where,  # type: ignore[arg-type]
-                    )
+                    gossip_node(f"n{i}", curve=cert, curve_allow=certs, **where)
                 )
                 nodes.append(node)
             events = nodes[1].events()
@@ -133,17 +111,11 @@ async def test_nodes_meet_through_czmqs_zgossip_as_hub() -> None:
     hub = ZGossip(CZMQ)
     endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
     hub.send(b"BIND", endpoint.encode())
-    options: dict[str, Any] = {
-        "discovery": "gossip",
-        "endpoint": "tcp://127.0.0.1:*",
-        "gossip_connect": endpoint,
-        "local_links": False,
-    }
     try:
         with trio.fail_after(10):
             async with (
-                trizre.open_node("a", **options) as a,
-                trizre.open_node("b", **options) as b,
+                gossip_node("a", connect=endpoint, local_links=False) as a,
+                gossip_node("b", connect=endpoint, local_links=False) as b,
             ):
                 await a.wait_for_peer("b")
                 await b.wait_for_peer("a")

@@ -20,13 +20,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import trizre
-from tests.node.test_monitor import MEMORY, echo, until
-from tests.support.nodes import FAST, free_udp_port
+from tests.support.nodes import FAST, MEMORY, free_udp_port
+from tests.support.watch import echo, start_primary, until, watching
 from tests.system.test_cli import cli, lo, start
 from tests.system.test_watch import http
 from trizre import patterns
 from trizre.cli._metrics import MetricsApp, _histogram, registry_for
-from trizre.cli._monitor import Monitor, open_monitor
+from trizre.cli._monitor import Monitor
 from trizre.cli._web import serve_page
 from trizre.metrics import ClientCollector
 from trizre.patterns import _server
@@ -81,8 +81,7 @@ async def test_the_metrics_of_peers_services_and_a_pair(
 
     with trio.fail_after(120):
         async with (
-            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher) as monitor,
+            watching(port) as (_, monitor),
             trizre.open_node("worker", beacon_port=port, **MEMORY) as w,
             patterns.open_server(w, slow, service="echo") as server,
             trizre.open_node("p", beacon_port=port, **MEMORY) as p,
@@ -155,23 +154,12 @@ async def test_a_failover_shows_in_the_metrics(autojump_clock: trio.testing.Mock
     port = free_udp_port()
     with trio.fail_after(120):
         async with (
-            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher) as monitor,
+            watching(port) as (watcher, monitor),
             trizre.open_node("b", beacon_port=port, **MEMORY) as b,
             patterns.open_binary_star_server(b, echo, primary=False, partner="p"),
         ):
-            primary_scope = trio.CancelScope()
             async with trio.open_nursery() as nursery:
-
-                async def primary() -> None:
-                    with primary_scope:
-                        async with (
-                            trizre.open_node("p", beacon_port=port, **MEMORY) as p,
-                            patterns.open_binary_star_server(p, echo, primary=True, partner="b"),
-                        ):
-                            await trio.sleep_forever()
-
-                nursery.start_soon(primary)
+                primary_scope = start_primary(nursery, port)
                 pair = {"pair": "p / b"}
                 await scraped(
                     monitor, lambda s: value(s, "trizre_bstar_pair_health", health="ok", **pair)
@@ -218,10 +206,7 @@ async def test_an_idle_or_unwatched_server_announces_nothing_more(
             await client.request("echo", b"x")
             await trio.sleep(_server.STATS_INTERVAL * 3)
             assert sent == []  # nobody watches: nothing built, nothing sent
-            async with (
-                trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-                open_monitor(watcher) as monitor,
-            ):
+            async with watching(port) as (_, monitor):
                 await until(monitor, lambda s: bool(s["services"]))
                 await client.request("echo", b"y")
                 await trio.sleep(_server.STATS_INTERVAL * 1.5)
@@ -249,8 +234,7 @@ async def test_the_metrics_app_serves_only_metrics() -> None:
     port = free_udp_port()
     with trio.fail_after(30):
         async with (
-            trizre.open_node("watcher", beacon_port=port, **FAST) as watcher,
-            open_monitor(watcher) as monitor,
+            watching(port, FAST) as (_, monitor),
             trio.open_nursery() as nursery,
         ):
             app = MetricsApp(registry_for(monitor))

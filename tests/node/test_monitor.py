@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import attrs
 import pytest
 import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import free_udp_port, memory_raw_peer
+from tests.support.nodes import MEMORY, free_udp_port
+from tests.support.watch import (
+    echo,
+    say_active,
+    start_primary,
+    until,
+    wall,
+    watched_raw_pair,
+    watching,
+)
 from trizre import patterns, wire
 from trizre.cli._monitor import Monitor, open_monitor
-from trizre.patterns import IncomingRequest
 from trizre.patterns._status import (
     BSTAR_GROUP,
     MAGIC,
@@ -23,22 +27,6 @@ from trizre.patterns._status import (
     decode_status,
     encode_status,
 )
-
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
-
-
-async def echo(request: IncomingRequest) -> bytes:
-    return b"".join(request.body)
-
-
-async def until(monitor: Monitor, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """The first snapshot that passes ``check`` (waits for changes, not for time)."""
-    while True:
-        seen = monitor.version.value
-        snapshot = monitor.snapshot()
-        if check(snapshot):
-            return snapshot
-        await monitor.version.wait_value(lambda v, seen=seen: v > seen)
 
 
 def test_status_codec_round_trip_and_junk() -> None:
@@ -72,10 +60,7 @@ async def test_a_late_watcher_sees_peers_services_and_a_pair(
         ):
             await star_p.state.wait_value(patterns.State.ACTIVE)
             await trio.sleep(5)  # every server has announced itself, to nobody
-            async with (
-                trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-                open_monitor(watcher) as monitor,
-            ):
+            async with watching(port) as (_, monitor):
                 snap = await until(monitor, lambda s: bool(s["services"]) and len(s["pairs"]) == 1)
                 assert {peer["name"] for peer in snap["peers"]} == {"worker", "p", "b"}
                 worker = next(peer for peer in snap["peers"] if peer["name"] == "worker")
@@ -107,24 +92,13 @@ async def test_failover_and_a_worker_leaving_are_seen_and_logged(
     port = free_udp_port()
     with trio.fail_after(120):
         async with (
-            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher) as monitor,
+            watching(port) as (watcher, monitor),
             trizre.open_node("b", beacon_port=port, **MEMORY) as b,
             patterns.open_binary_star_server(b, echo, primary=False, partner="p"),
             trizre.open_node("worker", beacon_port=port, **MEMORY) as w,
         ):
             async with trio.open_nursery() as nursery:
-                primary_scope = trio.CancelScope()
-
-                async def primary() -> None:
-                    with primary_scope:
-                        async with (
-                            trizre.open_node("p", beacon_port=port, **MEMORY) as p,
-                            patterns.open_binary_star_server(p, echo, primary=True, partner="b"),
-                        ):
-                            await trio.sleep_forever()
-
-                nursery.start_soon(primary)
+                primary_scope = start_primary(nursery, port)
                 async with patterns.open_server(w, echo, service="echo"):
                     await until(monitor, lambda s: bool(s["services"]))
                     await until(
@@ -186,21 +160,6 @@ async def test_monitor_bounds_its_log_and_rejects_bad_input(
                 assert len(monitor.log()) == 3
 
 
-WALL = 1_000_000.0  # the watcher's wall clock in these tests: virtual time plus this
-
-
-def wall() -> float:
-    return WALL + trio.current_time()
-
-
-def star_status(role: str, partner: str, since: float) -> wire.Whisper:
-    old = "PASSIVE" if role == "backup" else "PRIMARY"
-    transition = [since, old, "ACTIVE", "CLIENT_REQUEST" if role == "backup" else "PEER_BACKUP"]
-    fields = {"key": "bstar", "kind": "bstar", "role": role, "partner": partner}
-    fields.update(state="ACTIVE", transitions=[transition])
-    return wire.Whisper(0, encode_status(fields))
-
-
 async def test_an_active_server_that_died_silently_is_shown_down(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -211,22 +170,11 @@ async def test_an_active_server_that_died_silently_is_shown_down(
     """
     port = free_udp_port()
     with trio.fail_after(60):
-        async with (
-            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher, clock=wall) as monitor,
-            memory_raw_peer(watcher) as primary,
-            memory_raw_peer(watcher) as backup,
-        ):
-            await primary.hello("p")
-            await backup.hello("b")
-            await primary.send(
-                attrs.evolve(star_status("primary", "b", wall()), sequence=primary.next_seq())
-            )
+        async with watched_raw_pair(port) as (monitor, primary, backup):
+            await say_active(primary, "primary", "b", wall())
             await trio.sleep(1.5)  # the primary is killed: it says nothing more
             took_over = wall()
-            await backup.send(
-                attrs.evolve(star_status("backup", "p", took_over), sequence=backup.next_seq())
-            )
+            await say_active(backup, "backup", "p", took_over)
             snap = await until(
                 monitor, lambda s: bool(s["pairs"]) and len(s["pairs"][0]["servers"]) == 2
             )
@@ -247,21 +195,10 @@ async def test_two_servers_heard_claiming_active_are_a_split_brain(
 ) -> None:
     port = free_udp_port()
     with trio.fail_after(60):
-        async with (
-            trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher,
-            open_monitor(watcher, clock=wall) as monitor,
-            memory_raw_peer(watcher) as primary,
-            memory_raw_peer(watcher) as backup,
-        ):
-            await primary.hello("p")
-            await backup.hello("b")
-            await primary.send(
-                attrs.evolve(star_status("primary", "b", wall()), sequence=primary.next_seq())
-            )
+        async with watched_raw_pair(port) as (monitor, primary, backup):
+            await say_active(primary, "primary", "b", wall())
             await trio.sleep(1.5)
-            await backup.send(
-                attrs.evolve(star_status("backup", "p", wall()), sequence=backup.next_seq())
-            )
+            await say_active(backup, "backup", "p", wall())
             await trio.sleep(3)  # beyond the margin, the primary still talks
             await primary.send(wire.Ping(primary.next_seq()))
             snap = await until(

@@ -16,7 +16,9 @@ from tests.support.nodes import (
     FAST,
     free_udp_port,
     next_event,
+    node_with_raw_peer,
     open_nodes,
+    open_pair,
     raw_peer,
     wait_for_peers,
 )
@@ -80,12 +82,8 @@ async def test_two_nodes_meet_talk_and_part() -> None:
 
 
 async def test_ping_round_trips_between_nodes() -> None:
-    port = free_udp_port()
     with trio.fail_after(10):
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             peer = await a.wait_for_peer("b")
             await b.wait_for_peer("a")
             rtts = [await a.ping(peer) for _ in range(20)]
@@ -110,12 +108,8 @@ async def test_peer_groups_from_hello_and_case_sensitivity() -> None:
 
 
 async def test_every_subscriber_sees_every_event() -> None:
-    port = free_udp_port()
     with trio.fail_after(10):
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             first, second = b.events(), b.events()
             await wait_for_peers(a, a.events(), 1)
             for i in range(20):
@@ -126,12 +120,8 @@ async def test_every_subscriber_sees_every_event() -> None:
 
 
 async def test_a_lagging_raise_subscriber_is_cut_off_loudly() -> None:
-    port = free_udp_port()
     with trio.fail_after(10):
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             lagging = b.events(max_buffer=5, overflow="raise")
             steady = b.events()
             await wait_for_peers(a, a.events(), 1)
@@ -260,56 +250,41 @@ async def test_raw_peer_hello_creates_the_peer_and_pings_are_answered() -> None:
 
 
 async def test_never_crash_on_what_a_peer_sends() -> None:
-    port = free_udp_port()
     with trio.fail_after(5):
-        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                # Garbage without the signature is discarded silently.
-                await raw.send_frames([b"\x00\x01garbage"])
-                await raw.send_frames([b"\xaa"])
-                # A command id from the future: skipped, its sequence counted.
-                await raw.send_frames([b"\xaa\xa1\x2a\x02" + raw.next_seq().to_bytes(2, "big")])
-                # zyre's ELECT and LEADER: accepted and ignored.
-                await raw.send(wire.Elect(raw.next_seq(), b"\x03abc"))
-                await raw.send(wire.Leader(raw.next_seq(), b"\x03abc"))
-                # Another protocol version: ignored.
-                await raw.send(wire.Whisper(raw.next_seq(), (b"v3",), version=3))
-                raw.seq -= 1  # it was not counted
-                await raw.send(wire.Whisper(raw.next_seq(), (b"still here",)))
-                whisper = await next_event(events, trizre.Whisper)
-                assert whisper.frames == (b"still here",)
-                # Invalid UTF-8 in a group name: a protocol violation, the peer goes.
-                head = b"\xaa\xa1\x03\x02" + raw.next_seq().to_bytes(2, "big")
-                await raw.send_frames([head + b"\x02\xff\xfe", b"x"])
-                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
-                assert node.peers() == []
+        async with node_with_raw_peer() as (node, events, raw):
+            # Garbage without the signature is discarded silently.
+            await raw.send_frames([b"\x00\x01garbage"])
+            await raw.send_frames([b"\xaa"])
+            # A command id from the future: skipped, its sequence counted.
+            await raw.send_frames([b"\xaa\xa1\x2a\x02" + raw.next_seq().to_bytes(2, "big")])
+            # zyre's ELECT and LEADER: accepted and ignored.
+            await raw.send(wire.Elect(raw.next_seq(), b"\x03abc"))
+            await raw.send(wire.Leader(raw.next_seq(), b"\x03abc"))
+            # Another protocol version: ignored.
+            await raw.send(wire.Whisper(raw.next_seq(), (b"v3",), version=3))
+            raw.seq -= 1  # it was not counted
+            await raw.send(wire.Whisper(raw.next_seq(), (b"still here",)))
+            whisper = await next_event(events, trizre.Whisper)
+            assert whisper.frames == (b"still here",)
+            # Invalid UTF-8 in a group name: a protocol violation, the peer goes.
+            head = b"\xaa\xa1\x03\x02" + raw.next_seq().to_bytes(2, "big")
+            await raw.send_frames([head + b"\x02\xff\xfe", b"x"])
+            assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+            assert node.peers() == []
 
 
 async def test_sequence_gap_disconnects_the_peer() -> None:
-    port = free_udp_port()
     with trio.fail_after(5):
-        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                await raw.send(wire.Whisper(3, (b"gap",)))
-                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+        async with node_with_raw_peer() as (_, events, raw):
+            await raw.send(wire.Whisper(3, (b"gap",)))
+            assert (await next_event(events, trizre.Exit)).peer == raw.uuid
 
 
 async def test_goodbye_means_leaving() -> None:
-    port = free_udp_port()
     with trio.fail_after(5):
-        async with trizre.open_node("n", beacon_port=port, **FAST) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                await raw.send(wire.Goodbye(raw.next_seq()))
-                assert (await next_event(events, trizre.Exit)).peer == raw.uuid
+        async with node_with_raw_peer() as (_, events, raw):
+            await raw.send(wire.Goodbye(raw.next_seq()))
+            assert (await next_event(events, trizre.Exit)).peer == raw.uuid
 
 
 async def test_hello_pointing_outside_our_network_is_ignored() -> None:
@@ -413,14 +388,10 @@ async def test_beacons_from_strangers_long_short_and_broken() -> None:
 
 
 async def test_stopping_leaves_no_socket_task_or_thread_behind() -> None:
-    port = free_udp_port()
     threads = threading.active_count()
     with trio.fail_after(5):
         tasks_before = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             await wait_for_peers(a, a.events(), 1)
             await wait_for_peers(b, b.events(), 1)
             sockets = [
@@ -487,12 +458,8 @@ async def test_beacons_refresh_presence_only_when_asked(beacons_refresh: bool) -
 
 
 async def test_whisper_nowait_keeps_order_with_whisper() -> None:
-    port = free_udp_port()
     with trio.fail_after(10):
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             events = b.events()
             await a.wait_for_peer(b.uuid)
             sent = []
@@ -559,24 +526,17 @@ def test_beacon_deadlines_always_move_forward(interval: float) -> None:
 
 
 async def test_a_frame_over_max_message_size_is_never_delivered_and_ends_the_peer() -> None:
-    port = free_udp_port()
     with trio.fail_after(10):
-        async with trizre.open_node(
-            "n", beacon_port=port, max_message_size=64 * 1024, **FAST
-        ) as node:
-            events = node.events()
-            async with raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                await raw.send(wire.Whisper(raw.next_seq(), (b"small",)))
-                assert (await next_event(events, trizre.Whisper)).frames == (b"small",)
-                await raw.send(wire.Whisper(raw.next_seq(), (b"x" * (1024 * 1024),)))
-                # libzmq dropped the connection with the big frame; the DEALER
-                # reconnects and the next message shows the gap.
-                await raw.send(wire.Whisper(raw.next_seq(), (b"after",)))
-                exit_or_whisper = await next_event(events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
-                assert isinstance(exit_or_whisper, trizre.Exit)
-                assert exit_or_whisper.peer == raw.uuid
+        async with node_with_raw_peer(max_message_size=64 * 1024) as (_, events, raw):
+            await raw.send(wire.Whisper(raw.next_seq(), (b"small",)))
+            assert (await next_event(events, trizre.Whisper)).frames == (b"small",)
+            await raw.send(wire.Whisper(raw.next_seq(), (b"x" * (1024 * 1024),)))
+            # libzmq dropped the connection with the big frame; the DEALER
+            # reconnects and the next message shows the gap.
+            await raw.send(wire.Whisper(raw.next_seq(), (b"after",)))
+            exit_or_whisper = await next_event(events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
+            assert isinstance(exit_or_whisper, trizre.Exit)
+            assert exit_or_whisper.peer == raw.uuid
 
 
 # ---------------------------------------------- message sizes (issue 25, section 4)
@@ -590,14 +550,10 @@ async def test_a_message_over_max_message_size_raises_at_the_call_and_the_next_o
     Runs over TCP (``--links tcp``) and in memory alike: the sender refuses
     what the receiver's libzmq would drop the link for.
     """
-    port = free_udp_port()
     limit = 16 * 1024 * 1024
     big = b"x" * (limit - 5)  # the 6-octet header makes it one over
     with trio.fail_after(30):
-        async with (
-            trizre.open_node("a", beacon_port=port, **FAST) as a,
-            trizre.open_node("b", beacon_port=port, **FAST) as b,
-        ):
+        async with open_pair() as (a, b):
             events, a_events = b.events(), a.events()
             await b.join("g")
             peer = await a.wait_for_peer(b.uuid)

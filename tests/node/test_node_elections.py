@@ -14,12 +14,18 @@ import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import FAST, free_udp_port, memory_raw_peer, next_event
+from tests.support.nodes import (
+    FAST,
+    MEMORY,
+    free_udp_port,
+    memory_raw_peer,
+    next_event,
+    node_with_group_peer,
+)
 from trizre import wire
 from trizre.sansio._peer import node_id
 
 GROUP = "g"
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
 
 async def leader_of(events: trizre.EventStream, group: str = GROUP) -> uuid.UUID:
@@ -97,27 +103,19 @@ async def test_a_wave_no_one_finishes_is_declared_at_the_election_timeout(
     LEADER to the peer, and a Leader event naming it.
     """
     with trio.fail_after(60):
-        async with trizre.open_node(
-            "n", beacon_port=free_udp_port(), election_timeout=3.0, **MEMORY
-        ) as node:
-            events = node.events()
-            await node.join(GROUP)
-            async with memory_raw_peer(node) as raw:
-                await raw.hello(groups=(GROUP,))
-                await next_event(events, trizre.Join)
-                assert isinstance(await raw.receive(), wire.Hello)
-                start = trio.current_time()
-                body = wire.election_body(GROUP, node_id(raw.uuid))
-                await raw.send(wire.Elect(raw.next_seq(), body))
-                # The only other member is the peer: heard from all, echo to it.
-                echo = await raw.receive()
-                assert isinstance(echo, wire.Elect) and echo.body == body
-                leader = await raw.receive()
-                assert isinstance(leader, wire.Leader) and leader.body == body
-                assert trio.current_time() - start == 3.0
-                event = await next_event(events, trizre.Leader)
-                assert (event.peer, event.name) == (raw.uuid, "raw")
-                assert node.leader(GROUP) == raw.uuid
+        async with node_with_group_peer(GROUP, election_timeout=3.0) as (node, events, raw):
+            start = trio.current_time()
+            body = wire.election_body(GROUP, node_id(raw.uuid))
+            await raw.send(wire.Elect(raw.next_seq(), body))
+            # The only other member is the peer: heard from all, echo to it.
+            echo = await raw.receive()
+            assert isinstance(echo, wire.Elect) and echo.body == body
+            leader = await raw.receive()
+            assert isinstance(leader, wire.Leader) and leader.body == body
+            assert trio.current_time() - start == 3.0
+            event = await next_event(events, trizre.Leader)
+            assert (event.peer, event.name) == (raw.uuid, "raw")
+            assert node.leader(GROUP) == raw.uuid
 
 
 async def test_a_winner_decided_before_its_hello_is_announced_when_it_enters(
@@ -190,32 +188,24 @@ async def test_a_doubtful_election_is_repaired_and_the_leader_rerun_on_time(
     must wake for it all the same).
     """
     with trio.fail_after(60):
-        async with trizre.open_node(
-            "n", beacon_port=free_udp_port(), election_timeout=1.0, **MEMORY
-        ) as node:
-            events = node.events()
-            await node.join(GROUP)
-            async with memory_raw_peer(node) as raw:
-                await raw.hello(groups=(GROUP,))
-                await next_event(events, trizre.Join)
-                assert isinstance(await raw.receive(), wire.Hello)
-                ours = wire.election_body(GROUP, node_id(raw.uuid))
-                await raw.send(wire.Elect(raw.next_seq(), ours))
-                assert (await raw.receive()).body == ours  # the echo
-                await raw.send(wire.Leader(raw.next_seq(), ours))
-                assert (await raw.receive()).body == ours  # passed on: decided
-                decided = trio.current_time()
-                assert node.leader(GROUP) == raw.uuid
-                higher = wire.election_body(GROUP, "F" * 32)
-                await raw.send(wire.Leader(raw.next_seq(), higher))
-                reset = await raw.receive()
-                assert isinstance(reset, wire.Elect)
-                assert trio.current_time() - decided == 2.0
-                await raw.send(wire.Elect(raw.next_seq(), reset.body))  # its echo
-                assert isinstance(await raw.receive(), wire.Leader)  # the reset's
-                await raw.send(wire.Leader(raw.next_seq(), reset.body))
-                went_round = trio.current_time()
-                rerun = await raw.receive()
-                assert isinstance(rerun, wire.Elect) and rerun.body == ours
-                assert trio.current_time() - went_round == pytest.approx(0.1)
-                assert node.leader(GROUP) == raw.uuid
+        async with node_with_group_peer(GROUP, election_timeout=1.0) as (node, _, raw):
+            ours = wire.election_body(GROUP, node_id(raw.uuid))
+            await raw.send(wire.Elect(raw.next_seq(), ours))
+            assert (await raw.receive()).body == ours  # the echo
+            await raw.send(wire.Leader(raw.next_seq(), ours))
+            assert (await raw.receive()).body == ours  # passed on: decided
+            decided = trio.current_time()
+            assert node.leader(GROUP) == raw.uuid
+            higher = wire.election_body(GROUP, "F" * 32)
+            await raw.send(wire.Leader(raw.next_seq(), higher))
+            reset = await raw.receive()
+            assert isinstance(reset, wire.Elect)
+            assert trio.current_time() - decided == 2.0
+            await raw.send(wire.Elect(raw.next_seq(), reset.body))  # its echo
+            assert isinstance(await raw.receive(), wire.Leader)  # the reset's
+            await raw.send(wire.Leader(raw.next_seq(), reset.body))
+            went_round = trio.current_time()
+            rerun = await raw.receive()
+            assert isinstance(rerun, wire.Elect) and rerun.body == ours
+            assert trio.current_time() - went_round == pytest.approx(0.1)
+            assert node.leader(GROUP) == raw.uuid

@@ -19,13 +19,18 @@ import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import free_udp_port, memory_raw_peer, next_event
+from tests.support.nodes import (
+    MEMORY,
+    free_udp_port,
+    memory_raw_peer,
+    next_event,
+    node_with_events,
+    node_with_memory_peer,
+)
 from trizre import wire
 from trizre.node import _node
 from trizre.sansio._peer import PeerProtocol
 from trizre.transport._discovery import MemoryDiscovery
-
-MEMORY = {"interface": "lo", "discovery": "memory", "local_links": True}
 
 
 async def test_nodes_meet_at_their_first_beacon(autojump_clock: trio.testing.MockClock) -> None:
@@ -48,59 +53,51 @@ async def test_nodes_meet_at_their_first_beacon(autojump_clock: trio.testing.Moc
 async def test_a_deaf_peer_goes_evasive_silent_and_expires_on_time(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     timers = {"evasive_timeout": 5.0, "expired_timeout": 30.0}
     with trio.fail_after(120):
-        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
-            events = node.events()
-            async with memory_raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                start = trio.current_time()
-                assert isinstance(await raw.receive(), wire.Hello)
-                raw.deaf()  # it stops reading: its last sign of life is now
-                assert isinstance(await raw.receive(), wire.Ping)
-                assert trio.current_time() - start == 5.0
-                assert node.peer_is_responsive(raw.uuid)  # it may yet answer
-                await next_event(events, trizre.Evasive)
-                assert trio.current_time() - start == 6.0  # no answer for 1 s
-                assert not node.peer_is_responsive(raw.uuid)
-                await next_event(events, trizre.Silent)
-                assert trio.current_time() - start == 10.0
-                assert isinstance(await raw.receive(), wire.Ping)
-                assert isinstance(await raw.receive(), wire.Ping)  # every 5 s while silent
-                assert trio.current_time() - start == 15.0
-                exit_event = await next_event(events, trizre.Exit)
-                assert exit_event.peer == raw.uuid
-                assert trio.current_time() - start == 30.0
-                assert node.peers() == []
+        async with node_with_memory_peer(**timers) as (node, events, raw):
+            start = trio.current_time()
+            assert isinstance(await raw.receive(), wire.Hello)
+            raw.deaf()  # it stops reading: its last sign of life is now
+            assert isinstance(await raw.receive(), wire.Ping)
+            assert trio.current_time() - start == 5.0
+            assert node.peer_is_responsive(raw.uuid)  # it may yet answer
+            await next_event(events, trizre.Evasive)
+            assert trio.current_time() - start == 6.0  # no answer for 1 s
+            assert not node.peer_is_responsive(raw.uuid)
+            await next_event(events, trizre.Silent)
+            assert trio.current_time() - start == 10.0
+            assert isinstance(await raw.receive(), wire.Ping)
+            assert isinstance(await raw.receive(), wire.Ping)  # every 5 s while silent
+            assert trio.current_time() - start == 15.0
+            exit_event = await next_event(events, trizre.Exit)
+            assert exit_event.peer == raw.uuid
+            assert trio.current_time() - start == 30.0
+            assert node.peers() == []
 
 
 async def test_answering_pings_keeps_a_quiet_peer_alive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(600):
-        async with trizre.open_node(
-            "n", beacon_port=port, evasive_timeout=5.0, expired_timeout=30.0, **MEMORY
-        ) as node:
-            events = node.events()
-            async with memory_raw_peer(node) as raw:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                raw.deaf()  # only its answers prove it alive
-                pings: list[float] = []
-                with trio.move_on_after(122.5):
-                    while True:
-                        message = await raw.receive()
-                        if isinstance(message, wire.Ping):
-                            pings.append(trio.current_time())
-                            await raw.send(wire.PingOk(raw.next_seq()))
-                            raw.deaf()
-                # One PING per evasive period, answered: never silent, never gone.
-                assert len(pings) == 24
-                assert all(b - a == 5.0 for a, b in itertools.pairwise(pings))
-                assert node.peers() == [raw.uuid]
+        async with node_with_memory_peer(evasive_timeout=5.0, expired_timeout=30.0) as (
+            node,
+            events,
+            raw,
+        ):
+            raw.deaf()  # only its answers prove it alive
+            pings: list[float] = []
+            with trio.move_on_after(122.5):
+                while True:
+                    message = await raw.receive()
+                    if isinstance(message, wire.Ping):
+                        pings.append(trio.current_time())
+                        await raw.send(wire.PingOk(raw.next_seq()))
+                        raw.deaf()
+            # One PING per evasive period, answered: never silent, never gone.
+            assert len(pings) == 24
+            assert all(b - a == 5.0 for a, b in itertools.pairwise(pings))
+            assert node.peers() == [raw.uuid]
         # It answers every PING: never Evasive nor Silent (and present to
         # the end, above).  A healthy quiet zyre peer looks just like this.
         seen = [type(event) async for event in events]
@@ -111,35 +108,26 @@ async def test_answering_pings_keeps_a_quiet_peer_alive(
 async def test_a_peer_added_while_presence_sleeps_is_timed_from_its_arrival(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     timers = {"evasive_timeout": 5.0, "expired_timeout": 7.0}
     with trio.fail_after(120):
-        async with trizre.open_node("n", beacon_port=port, **timers, **MEMORY) as node:
-            events = node.events()
-            async with memory_raw_peer(node) as first:
-                await first.hello()
+        async with node_with_memory_peer(**timers) as (node, events, first):
+            await trio.sleep(3.0)  # presence now sleeps until first's deadline
+            async with memory_raw_peer(node) as second:
+                await second.hello()
                 await next_event(events, trizre.Enter)
-                await trio.sleep(3.0)  # presence now sleeps until first's deadline
-                async with memory_raw_peer(node) as second:
-                    await second.hello()
-                    await next_event(events, trizre.Enter)
-                    arrived = trio.current_time()
-                    second.deaf()
-                    first.deaf()
-                    exit_event = await next_event(
-                        events, trizre.Exit, lambda e: e.peer == second.uuid
-                    )
-                    assert exit_event.peer == second.uuid
-                    assert trio.current_time() == arrived + 7.0
+                arrived = trio.current_time()
+                second.deaf()
+                first.deaf()
+                exit_event = await next_event(events, trizre.Exit, lambda e: e.peer == second.uuid)
+                assert exit_event.peer == second.uuid
+                assert trio.current_time() == arrived + 7.0
 
 
 async def test_peer_by_name_prefers_the_newest_responsive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(60):
-        async with trizre.open_node("watcher", beacon_port=port, **MEMORY) as watcher:
-            events = watcher.events()
+        async with node_with_events("watcher", **MEMORY) as (watcher, events):
             assert watcher.peer_by_name("nobody") is None
             async with memory_raw_peer(watcher) as old, memory_raw_peer(watcher) as new:
                 await old.hello("twin")
@@ -462,36 +450,29 @@ async def test_one_source_announcing_many_new_peers_is_throttled(
 async def test_ping_measures_the_round_trip_to_the_ping_ok(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(120):
-        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
-            events = node.events()
-            async with memory_raw_peer(node) as raw, trio.open_nursery() as nursery:
-                await raw.hello()
-                await next_event(events, trizre.Enter)
-                assert isinstance(await raw.receive(), wire.Hello)
-                rtts: list[float] = []
+        async with node_with_memory_peer() as (node, _, raw), trio.open_nursery() as nursery:
+            assert isinstance(await raw.receive(), wire.Hello)
+            rtts: list[float] = []
 
-                async def ping() -> None:
-                    rtts.append(await node.ping(raw.uuid))
+            async def ping() -> None:
+                rtts.append(await node.ping(raw.uuid))
 
-                nursery.start_soon(ping)
-                assert isinstance(await raw.receive(), wire.Ping)
-                await trio.sleep(0.25)  # the peer takes its time to answer
-                await raw.send(wire.Whisper(raw.next_seq(), (b"not an answer",)))
-                await trio.sleep(0.5)
-                assert rtts == []
-                await raw.send(wire.PingOk(raw.next_seq()))
-            assert rtts == [0.75]
+            nursery.start_soon(ping)
+            assert isinstance(await raw.receive(), wire.Ping)
+            await trio.sleep(0.25)  # the peer takes its time to answer
+            await raw.send(wire.Whisper(raw.next_seq(), (b"not an answer",)))
+            await trio.sleep(0.5)
+            assert rtts == []
+            await raw.send(wire.PingOk(raw.next_seq()))
+        assert rtts == [0.75]
 
 
 async def test_ping_fails_when_the_peer_leaves_or_is_unknown(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    port = free_udp_port()
     with trio.fail_after(120):
-        async with trizre.open_node("n", beacon_port=port, **MEMORY) as node:
-            events = node.events()
+        async with node_with_events("n", **MEMORY) as (node, events):
             with pytest.raises(trizre.UnknownPeer):
                 await node.ping(uuid.uuid4())
             with pytest.raises(TypeError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -11,157 +10,88 @@ import pytest
 import trio
 
 import trizre
+from tests.support.bstar import (
+    HEARTBEAT,
+    active_primary,
+    answer,
+    client_node,
+    run_server,
+    settled_pair,
+    state_frames,
+)
 from tests.support.nodes import FAST, free_udp_port, outlive_node, wait_logged
 from trizre import patterns
-from trizre.patterns import IncomingRequest, RetryPolicy, State
+from trizre.patterns import RetryPolicy, State
 from trizre.patterns import _protocol as patterns_protocol
 from trizre.patterns._bstar import BinaryStarServer
 from trizre.patterns._bstar_fsm import BinaryStarFSM
-
-HEARTBEAT = 0.1  # failover after 0.2 s
-
-
-async def answer(request: IncomingRequest) -> bytes:
-    return b"ok:" + b"".join(request.body)
-
-
-@attrs.define
-class Running:
-    node: trizre.Node
-    star: patterns.BinaryStarServer
-    scope: trio.CancelScope
-    stopped: trio.Event
-
-    async def kill(self) -> None:
-        self.scope.cancel()
-        await self.stopped.wait()
-
-
-async def run_server(
-    port: int,
-    name: str,
-    primary: bool,
-    partner: str,
-    task_status: Any,
-    *,
-    trace_dir: Path | None = None,
-    beacons_refresh: bool = False,
-) -> None:
-    stopped = trio.Event()
-    try:
-        with trio.CancelScope() as scope:
-            async with (
-                trizre.open_node(
-                    name,
-                    beacon_port=port,
-                    trace_dir=trace_dir,
-                    beacons_refresh=beacons_refresh,
-                    **FAST,
-                ) as node,
-                patterns.open_binary_star_server(
-                    node, answer, primary=primary, partner=partner, heartbeat=HEARTBEAT
-                ) as star,
-            ):
-                task_status.started(Running(node, star, scope, stopped))
-                await trio.sleep_forever()
-    finally:
-        stopped.set()
 
 
 async def test_pair_settles_primary_active_backup_passive() -> None:
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary = await nursery.start(run_server, port, "p", True, "b")
-            backup = await nursery.start(run_server, port, "b", False, "p")
+        async with settled_pair(port) as (_, primary, backup):
             await primary.star.state.wait_value(State.ACTIVE)
-            await backup.star.state.wait_value(State.PASSIVE)
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(0.5, 4)) as client,
-            ):
+            async with client_node(
+                port, patterns.open_binary_star_client, "p", "b", RetryPolicy(0.5, 4)
+            ) as client:
                 for i in range(5):
                     assert await client.request(str(i).encode()) == (b"ok:%d" % i,)
                 assert client.current == "p"
                 assert client.failovers == 0
             assert primary.star.server.executed == 5
             assert backup.star.server.executed == 0
-            nursery.cancel_scope.cancel()
 
 
 async def test_passive_server_refuses_so_clients_move_on() -> None:
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary = await nursery.start(run_server, port, "p", True, "b")
-            backup = await nursery.start(run_server, port, "b", False, "p")
-            await backup.star.state.wait_value(State.PASSIVE)
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                # A client that believes the backup is the primary.
-                # Attempts of 30 s within fail_after(10): only moving on at once passes.
-                patterns.open_binary_star_client(cli, "b", "p", RetryPolicy(30.0, 4)) as client,
-            ):
+        async with settled_pair(port) as (_, primary, backup):
+            # A client that believes the backup is the primary.
+            # Attempts of 30 s within fail_after(10): only moving on at once passes.
+            async with client_node(
+                port, patterns.open_binary_star_client, "b", "p", RetryPolicy(30.0, 4)
+            ) as client:
                 assert await client.request(b"x") == (b"ok:x",)
                 assert client.current == "p"  # refused by b, it moved on
                 assert backup.star.server.refused >= 1
                 assert backup.star.server.executed == 0
             assert primary.star.state.value is State.ACTIVE
-            nursery.cancel_scope.cancel()
 
 
 async def test_failover_with_requests_in_flight_and_no_fail_back() -> None:
     port = free_udp_port()
     n = 40
     with trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            primary = await nursery.start(run_server, port, "p", True, "b")
-            backup = await nursery.start(run_server, port, "b", False, "p")
-            await backup.star.state.wait_value(State.PASSIVE)
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(0.5, 10)) as client,
-            ):
-                replies: dict[int, tuple[bytes, ...]] = {}
+        async with (
+            settled_pair(port) as (nursery, primary, backup),
+            client_node(
+                port, patterns.open_binary_star_client, "p", "b", RetryPolicy(0.5, 10)
+            ) as client,
+        ):
+            replies: dict[int, tuple[bytes, ...]] = {}
 
-                async def ask(i: int) -> None:
-                    replies[i] = await client.request(str(i).encode())
+            async def ask(i: int) -> None:
+                replies[i] = await client.request(str(i).encode())
 
-                async with trio.open_nursery() as requests:
-                    for i in range(n // 2):
-                        requests.start_soon(ask, i)
-                    await primary.kill()  # the primary dies with requests in flight
-                    for i in range(n // 2, n):
-                        requests.start_soon(ask, i)
-                assert replies == {i: (b"ok:%d" % i,) for i in range(n)}
-                assert backup.star.state.value is State.ACTIVE
-                assert client.current == "b"
-                taken_over = [t for _, t in backup.star.transitions if t.new_state is State.ACTIVE]
-                assert len(taken_over) == 1 and taken_over[0].event.name == "CLIENT_REQUEST"
+            async with trio.open_nursery() as requests:
+                for i in range(n // 2):
+                    requests.start_soon(ask, i)
+                await primary.kill()  # the primary dies with requests in flight
+                for i in range(n // 2, n):
+                    requests.start_soon(ask, i)
+            assert replies == {i: (b"ok:%d" % i,) for i in range(n)}
+            assert backup.star.state.value is State.ACTIVE
+            assert client.current == "b"
+            taken_over = [t for _, t in backup.star.transitions if t.new_state is State.ACTIVE]
+            assert len(taken_over) == 1 and taken_over[0].event.name == "CLIENT_REQUEST"
 
-                # The old primary comes back: it does not take over again.
-                restarted = await nursery.start(run_server, port, "p", True, "b")
-                await restarted.star.state.wait_value(State.PASSIVE)
-                assert await client.request(b"after") == (b"ok:after",)
-                assert backup.star.state.value is State.ACTIVE
-                assert restarted.star.server.executed == 0
-            nursery.cancel_scope.cancel()
-
-
-def _state(state: State, seen: State | None = None) -> list[bytes]:
-    """A STATE heartbeat saying ``state``, having heard ``seen`` from its receiver."""
-    return patterns_protocol.encode(
-        patterns_protocol.State(state.value, 0 if seen is None else seen.value)
-    )
-
-
-async def _impostor_and_active_primary(
-    impostor: trizre.Node, node: trizre.Node, star: patterns.BinaryStarServer
-) -> None:
-    """The impostor plays a backup that hears the primary until it is ACTIVE."""
-    await impostor.wait_for_peer("p")
-    await impostor.whisper(node.uuid, *_state(State.BACKUP))
-    await star.state.wait_value(State.ACTIVE)
+            # The old primary comes back: it does not take over again.
+            restarted = await nursery.start(run_server, port, "p", True, "b")
+            await restarted.star.state.wait_value(State.PASSIVE)
+            assert await client.request(b"after") == (b"ok:after",)
+            assert backup.star.state.value is State.ACTIVE
+            assert restarted.star.server.executed == 0
 
 
 async def test_dual_active_is_fatal() -> None:
@@ -170,14 +100,10 @@ async def test_dual_active_is_fatal() -> None:
     with trio.fail_after(10):
         async with trizre.open_node("impostor", beacon_port=port, **FAST) as impostor:
             with pytest.raises(patterns.SplitBrain):
-                async with (
-                    trizre.open_node("p", beacon_port=port, **FAST) as node,
-                    patterns.open_binary_star_server(
-                        node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
-                    ) as star,
-                ):
-                    await _impostor_and_active_primary(impostor, node, star)
-                    await impostor.whisper(node.uuid, *_state(State.ACTIVE, seen=State.ACTIVE))
+                async with active_primary(port, impostor) as (node, _):
+                    await impostor.whisper(
+                        node.uuid, *state_frames(State.ACTIVE, seen=State.ACTIVE)
+                    )
                     await trio.sleep_forever()
 
 
@@ -187,15 +113,11 @@ async def test_dual_active_claims_from_a_partner_that_cannot_hear_us_are_fatal()
     with trio.fail_after(10):
         async with trizre.open_node("impostor", beacon_port=port, **FAST) as impostor:
             with pytest.raises(patterns.SplitBrain):
-                async with (
-                    trizre.open_node("p", beacon_port=port, **FAST) as node,
-                    patterns.open_binary_star_server(
-                        node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
-                    ) as star,
-                ):
-                    await _impostor_and_active_primary(impostor, node, star)
+                async with active_primary(port, impostor) as (node, _):
                     while True:  # deaf: it last heard the primary as PRIMARY
-                        await impostor.whisper(node.uuid, *_state(State.ACTIVE, State.PRIMARY))
+                        await impostor.whisper(
+                            node.uuid, *state_frames(State.ACTIVE, State.PRIMARY)
+                        )
                         await trio.sleep(HEARTBEAT)
 
 
@@ -205,14 +127,10 @@ async def test_a_stale_active_heartbeat_is_not_split_brain(caplog: Any) -> None:
     with trio.fail_after(10):
         async with (
             trizre.open_node("impostor", beacon_port=port, **FAST) as impostor,
-            trizre.open_node("p", beacon_port=port, **FAST) as node,
-            patterns.open_binary_star_server(
-                node, answer, primary=True, partner="impostor", heartbeat=HEARTBEAT
-            ) as star,
+            active_primary(port, impostor) as (node, star),
         ):
-            await _impostor_and_active_primary(impostor, node, star)
-            await impostor.whisper(node.uuid, *_state(State.ACTIVE, seen=State.PASSIVE))
-            await impostor.whisper(node.uuid, *_state(State.BACKUP, seen=State.ACTIVE))
+            await impostor.whisper(node.uuid, *state_frames(State.ACTIVE, seen=State.PASSIVE))
+            await impostor.whisper(node.uuid, *state_frames(State.BACKUP, seen=State.ACTIVE))
             # Delivered in order after both heartbeats: answered, so still ACTIVE.
             request = patterns_protocol.Request(7, "", (b"x",))
             await impostor.whisper(node.uuid, *patterns_protocol.encode(request))
@@ -258,27 +176,18 @@ async def test_a_partner_heard_without_heartbeats_is_not_voted_out() -> None:
     """Heartbeats lost but the active's node still heard (beacons): no second ACTIVE."""
     port = free_udp_port()
     with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            primary = await nursery.start(
-                functools.partial(run_server, beacons_refresh=True), port, "p", True, "b"
-            )
-            backup = await nursery.start(
-                functools.partial(run_server, beacons_refresh=True), port, "b", False, "p"
-            )
-            await backup.star.state.wait_value(State.PASSIVE)
+        async with settled_pair(port, beacons_refresh=True) as (_, primary, backup):
             _drop_heartbeats(primary.node)
             # Past the expiry the heartbeats alone would give: a vote would win.
             await trio.sleep_until(backup.star._fsm.peer_expiry + HEARTBEAT)
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                patterns.open_lazy_pirate_client(cli, "b", RetryPolicy(0.3, 2)) as client,
-            ):
+            async with client_node(
+                port, patterns.open_lazy_pirate_client, "b", RetryPolicy(0.3, 2)
+            ) as client:
                 with pytest.raises(patterns.RequestAbandoned):
                     await client.request(b"vote")  # refused (503) twice
             assert backup.star.state.value is State.PASSIVE
             assert backup.star.server.refused >= 2 and backup.star.server.executed == 0
             assert primary.star.state.value is State.ACTIVE
-            nursery.cancel_scope.cancel()
 
 
 async def test_a_server_stopped_while_its_node_runs_lets_its_partner_take_over() -> None:
@@ -298,10 +207,9 @@ async def test_a_server_stopped_while_its_node_runs_lets_its_partner_take_over()
                 await backup.star.state.wait_value(State.PASSIVE)
                 assert star.state.value is State.ACTIVE
             # p's node goes on beaconing; its server has left the group.
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                patterns.open_lazy_pirate_client(cli, "b", RetryPolicy(0.3, 10)) as client,
-            ):
+            async with client_node(
+                port, patterns.open_lazy_pirate_client, "b", RetryPolicy(0.3, 10)
+            ) as client:
                 assert await client.request(b"vote") == (b"ok:vote",)
             assert backup.star.state.value is State.ACTIVE
             nursery.cancel_scope.cancel()
@@ -330,11 +238,8 @@ async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
     """A second primary by mistake: it stops with an error naming the cause, not the network."""
     port = free_udp_port()
     with trio.fail_after(15):
-        async with trio.open_nursery() as nursery:
-            primary = await nursery.start(run_server, port, "p", True, "b")
-            backup = await nursery.start(run_server, port, "b", False, "p")
+        async with settled_pair(port) as (_, primary, backup):
             await primary.star.state.wait_value(State.ACTIVE)
-            await backup.star.state.wait_value(State.PASSIVE)
             with pytest.raises(patterns.DuplicateServer, match="started twice"):
                 async with (
                     trizre.open_node("p", beacon_port=port, **FAST) as again,
@@ -347,14 +252,12 @@ async def test_a_server_started_twice_stops_and_the_running_pair_goes_on(
             # node of its name stays long enough for it to hear of it).
             async with trizre.open_node("p", beacon_port=port, **FAST):
                 await wait_logged(caplog, "a server started twice?")
-            async with (
-                trizre.open_node("c", beacon_port=port, **FAST) as cli,
-                patterns.open_binary_star_client(cli, "p", "b", RetryPolicy(1.0, 4)) as client,
-            ):
+            async with client_node(
+                port, patterns.open_binary_star_client, "p", "b", RetryPolicy(1.0, 4)
+            ) as client:
                 assert await client.request(b"x") == (b"ok:x",)
             assert primary.star.state.value is State.ACTIVE
             assert backup.star.state.value is State.PASSIVE
-            nursery.cancel_scope.cancel()
 
 
 # ------------------------------------------- a starting primary and handshakes

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 import trio
 import trio.testing
 
 import trizre
+from tests.support.patterns import (
+    StubNode,
+    as_events,
+    blocks,
+    deliver,
+    pending_to,
+    reply_event,
+    running_router,
+    stub_clients,
+)
+from tests.support.waiting import waiting
 from trizre.patterns import (
     BinaryStarClient,
     LazyPirateClient,
@@ -39,63 +49,17 @@ VECTORS_PATH = Path(__file__).resolve().parents[2] / "patterns" / "vectors" / "e
 A, B, C = UUID(int=0xA), UUID(int=0xB), UUID(int=0xC)
 
 
-def reply_event(peer: UUID, request_id: int, status: int = 200, *body: bytes) -> trizre.Whisper:
-    """A WHISPER event from ``peer`` carrying a REPLY."""
-    return trizre.Whisper(peer, "peer", tuple(encode(Reply(request_id, status, body))))
-
-
-async def _events(receive: trio.MemoryReceiveChannel[object]) -> AsyncIterator[object]:
-    async for event in receive:
-        yield event
-
-
-@asynccontextmanager
-async def running_router(
-    node: object | None = None,
-) -> AsyncIterator[tuple[ReplyRouter, trio.MemorySendChannel[object]]]:
-    """A router whose events come from the returned send channel."""
-    send, receive = trio.open_memory_channel[object](math.inf)
-    router = ReplyRouter(node if node is not None else object())  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(router.run, _events(receive))  # type: ignore[arg-type]
-        yield router, send
-        nursery.cancel_scope.cancel()
-
-
-async def deliver(send: trio.MemorySendChannel[object], *events: object) -> None:
-    """Hand events to the router and let it process them all."""
-    for event in events:
-        await send.send(event)
-    await trio.testing.wait_all_tasks_blocked()
-
-
-async def blocks(afn: object, seconds: float = 1.0) -> bool:
-    """True if ``await afn()`` is still waiting after ``seconds``."""
-    with trio.move_on_after(seconds) as scope:
-        await afn()  # type: ignore[operator]
-    return scope.cancelled_caught
-
-
 # ======================================================== ReplyRouter: replies
 
 
 async def test_reply_from_the_target_is_delivered_and_wakes_the_waiter() -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(1)
-            router.send_to(pending, A)
-            woken = trio.Event()
-
-            async def waiter() -> None:
-                await pending.wait()
-                woken.set()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(waiter)
-                await trio.testing.wait_all_tasks_blocked()
-                assert not woken.is_set()
+            pending = pending_to(router, 1, A)
+            async with waiting(pending.wait) as waiter:
+                assert not waiter.done
                 await deliver(events, reply_event(A, 1, 200, b"pong", b""))
-                await woken.wait()
+                await waiter.returned.wait()
             assert pending.reply == Reply(1, 200, (b"pong", b""))
             assert router.dropped == 0
 
@@ -104,9 +68,7 @@ async def test_reply_from_an_earlier_target_is_accepted() -> None:
     """A slow server answering attempt 1 answers the same request."""
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(2)
-            router.send_to(pending, A)
-            router.send_to(pending, B)  # the next attempt went elsewhere
+            pending = pending_to(router, 2, A, B)  # the next attempt went elsewhere
             assert pending.sent_to == {A, B} and pending.current == B
             await deliver(events, reply_event(A, 2, 200, b"late"))
             assert pending.reply == Reply(2, 200, (b"late",))
@@ -118,8 +80,7 @@ async def test_stale_reply_is_dropped_and_counted() -> None:
         async with running_router() as (router, events):
             await deliver(events, reply_event(A, 99))  # never opened
             assert router.dropped == 1
-            pending = router.open(3)
-            router.send_to(pending, A)
+            pending = pending_to(router, 3, A)
             router.close(3)  # finished, abandoned or cancelled
             await deliver(events, reply_event(A, 3))
             assert router.dropped == 2
@@ -129,8 +90,7 @@ async def test_stale_reply_is_dropped_and_counted() -> None:
 async def test_duplicate_reply_is_dropped_and_the_first_kept() -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(4)
-            router.send_to(pending, A)
+            pending = pending_to(router, 4, A)
             await deliver(events, reply_event(A, 4, 200, b"first"))
             await deliver(events, reply_event(A, 4, 200, b"second"))
             await deliver(events, reply_event(A, 4, 500, b"third"))
@@ -143,8 +103,7 @@ async def test_foreign_reply_is_dropped_and_wakes_nobody(
 ) -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(5)
-            router.send_to(pending, A)
+            pending = pending_to(router, 5, A)
             await deliver(events, reply_event(B, 5, 200, b"not yours"))
             assert router.dropped == 1
             assert pending.reply is None
@@ -159,8 +118,7 @@ async def test_a_used_up_reply_lets_the_next_one_in() -> None:
     """After a 503 the client clears ``reply``; the request is still pending."""
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(6)
-            router.send_to(pending, A)
+            pending = pending_to(router, 6, A)
             await deliver(events, reply_event(A, 6, 503))
             assert pending.reply == Reply(6, 503)
             pending.reply = None
@@ -190,22 +148,11 @@ async def test_exit_or_silent_of_the_current_target_marks_lost_and_wakes(
 ) -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(20)
-            router.send_to(pending, A)
-            router.send_to(pending, B)
-            other = router.open(21)
-            router.send_to(other, A)
-            done = trio.Event()
-
-            async def waiter() -> None:
-                await pending.wait()
-                done.set()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(waiter)
-                await trio.testing.wait_all_tasks_blocked()
+            pending = pending_to(router, 20, A, B)
+            other = pending_to(router, 21, A)
+            async with waiting(pending.wait) as waiter:
                 await deliver(events, lost_event(B, "b"))
-                await done.wait()
+                await waiter.returned.wait()
             assert pending.lost
             assert pending.reply is None
             assert not other.lost  # it targets A, which is fine
@@ -223,8 +170,7 @@ async def test_exit_or_silent_of_the_current_target_marks_lost_and_wakes(
 async def test_other_presence_events_do_not_mark_lost(event: object) -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(22)
-            router.send_to(pending, A)
+            pending = pending_to(router, 22, A)
             await deliver(events, event)
             assert not pending.lost
 
@@ -232,8 +178,7 @@ async def test_other_presence_events_do_not_mark_lost(event: object) -> None:
 async def test_exit_after_the_reply_does_not_mark_lost() -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(23)
-            router.send_to(pending, A)
+            pending = pending_to(router, 23, A)
             await deliver(events, reply_event(A, 23), trizre.Exit(A, "a"))
             assert pending.reply == Reply(23, 200)
             assert not pending.lost
@@ -253,42 +198,29 @@ async def test_exit_after_the_reply_does_not_mark_lost() -> None:
 async def test_membership_events_wake_membership_waiters(event: object) -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            woken = trio.Event()
-
-            async def waiter() -> None:
-                await router.membership_changed()
-                woken.set()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(waiter)
-                nursery.start_soon(waiter)
-                await trio.testing.wait_all_tasks_blocked()
+            async with waiting(router.membership_changed, tasks=2) as waiters:
                 await deliver(events, event)
-                await woken.wait()
+                await waiters.returned.wait()
             # It is an edge, not a level: a new waiter waits for the next event.
             assert await blocks(router.membership_changed, 0.05)
 
 
 async def test_whispers_do_not_signal_membership(autojump_clock: trio.abc.Clock) -> None:
     with trio.fail_after(5):
-        async with running_router() as (router, events):
-            woken = trio.Event()
-
-            async def waiter() -> None:
-                await router.membership_changed()
-                woken.set()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(waiter)
-                await deliver(
-                    events,
-                    reply_event(A, 1),
-                    trizre.Whisper(A, "a", (b"hello",)),
-                    trizre.Whisper(A, "a", (b"TZRP",)),
-                )
-                await trio.sleep(1)
-                assert not woken.is_set()
-                nursery.cancel_scope.cancel()
+        async with (
+            running_router() as (router, events),
+            waiting(router.membership_changed) as waiter,
+        ):
+            await deliver(
+                events,
+                reply_event(A, 1),
+                trizre.Whisper(A, "a", (b"hello",)),
+                trizre.Whisper(A, "a", (b"TZRP",)),
+            )
+            await trio.sleep(1)
+            assert not waiter.done
+            assert waiter.nursery is not None
+            waiter.nursery.cancel_scope.cancel()
 
 
 # ================================================ ReplyRouter: unexpected input
@@ -303,8 +235,7 @@ async def test_malformed_and_application_whispers_are_ignored() -> None:
     """README §9 rules 1 and 2: ignored, not counted, the router carries on."""
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(42)
-            router.send_to(pending, A)
+            pending = pending_to(router, 42, A)
             junk = _vector_frames("invalid") + _vector_frames("not_pattern")
             await deliver(events, *(trizre.Whisper(A, "a", frames) for frames in junk))
             assert router.dropped == 0
@@ -316,8 +247,7 @@ async def test_malformed_and_application_whispers_are_ignored() -> None:
 async def test_requests_and_states_are_not_replies() -> None:
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(43)
-            router.send_to(pending, A)
+            pending = pending_to(router, 43, A)
             await deliver(
                 events,
                 trizre.Whisper(A, "a", tuple(encode(Request(43, "", (b"x",))))),
@@ -331,8 +261,7 @@ async def test_a_reply_in_a_shout_is_ignored() -> None:
     """README §3: pattern messages travel by WHISPER only."""
     with trio.fail_after(5):
         async with running_router() as (router, events):
-            pending = router.open(44)
-            router.send_to(pending, A)
+            pending = pending_to(router, 44, A)
             frames = tuple(encode(Reply(44, 200, (b"shouted",))))
             await deliver(events, trizre.Shout(A, "a", "echo", frames))
             assert pending.reply is None
@@ -345,7 +274,7 @@ async def test_run_returns_when_the_events_end() -> None:
         router = ReplyRouter(object())  # type: ignore[arg-type]
         await send.send(trizre.Join(A, "a", "echo"))
         await send.aclose()
-        await router.run(_events(receive))  # type: ignore[arg-type]
+        await router.run(as_events(receive))  # type: ignore[arg-type]
 
 
 # ================================================== ReplyRouter: bookkeeping
@@ -603,77 +532,15 @@ def test_cache_defaults() -> None:
 # ============================================= clients over a stand-in node
 
 
-class StubNode:
-    """Just the node methods the clients call: names, groups, presence, whisper.
-
-    Peers are kept in entry order, as the real node keeps them.  Every
-    successful whisper is decoded and queued on ``outbox`` for the test's
-    scripted servers.
-    """
-
-    tracer = None  # tracing off, as by default
-
-    def __init__(self) -> None:
-        self.names: dict[UUID, str] = {}
-        self.groups: dict[UUID, set[str]] = {}
-        self.unresponsive: set[UUID] = set()
-        self.sent: list[tuple[float, UUID, tuple[bytes, ...]]] = []
-        self._outbox_send, self.outbox = trio.open_memory_channel[tuple[UUID, Request]](math.inf)
-
-    def add(self, name: str, *groups: str) -> UUID:
-        peer = uuid4()
-        self.names[peer] = name
-        self.groups[peer] = set(groups)
-        return peer
-
-    def remove(self, peer: UUID) -> None:
-        del self.names[peer]
-        del self.groups[peer]
-
-    def peers(self) -> list[UUID]:
-        return list(self.names)
-
-    def find_peers(self, name: str) -> list[UUID]:
-        return [peer for peer, n in self.names.items() if n == name]
-
-    def peer_by_name(self, name: str) -> UUID | None:
-        """As the node: the newest responsive peer of that name."""
-        found = self.find_peers(name)
-        responsive = [peer for peer in found if peer not in self.unresponsive]
-        return (responsive or found)[-1] if found else None
-
-    def peers_by_group(self, group: str) -> list[UUID]:
-        return [peer for peer, groups in self.groups.items() if group in groups]
-
-    def peer_is_responsive(self, peer: UUID) -> bool:
-        if peer not in self.names:
-            raise trizre.UnknownPeer(peer)
-        return peer not in self.unresponsive
-
-    def whisper_nowait(self, peer: UUID, *frames: bytes) -> bool:
-        if peer not in self.names:
-            raise trizre.UnknownPeer(peer)
-        self.sent.append((trio.current_time(), peer, frames))
-        message = decode(frames)
-        assert isinstance(message, Request)
-        self._outbox_send.send_nowait((peer, message))
-        return True
-
-    async def whisper(self, peer: UUID, *frames: bytes) -> None:
-        await trio.lowlevel.checkpoint()
-        self.whisper_nowait(peer, *frames)
-
-
 POLICY = RetryPolicy(attempt_timeout=1.0, attempts=3)
+ECHO2 = (("w1", "echo"), ("w2", "echo"))  # two workers of the echo service
 
 
 async def test_lazy_pirate_sends_the_same_request_every_attempt_then_abandons(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        server = node.add("srv")
-        async with running_router(node) as (router, _events):
+        async with stub_clients("srv") as (node, (server,), router, _events, _):
             client = LazyPirateClient(router, "srv", POLICY)
             start = trio.current_time()
             with pytest.raises(RequestAbandoned) as info:
@@ -692,9 +559,7 @@ async def test_lazy_pirate_follows_a_restarted_server_at_once(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        old = node.add("srv")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients("srv") as (node, (old,), router, events, nursery):
             client = LazyPirateClient(router, "srv", POLICY)
 
             async def servers() -> None:
@@ -719,9 +584,7 @@ async def test_lazy_pirate_by_uuid_resends_at_once_when_the_server_goes_silent(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        server = node.add("srv")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients("srv") as (node, (server,), router, events, nursery):
             client = LazyPirateClient(router, server, POLICY)
 
             async def script() -> None:
@@ -747,9 +610,7 @@ async def test_a_503_moves_on_at_once_and_a_second_one_running_waits_out_the_att
     out that attempt rather than spend its attempts in a burst.
     """
     with trio.fail_after(5):
-        node = StubNode()
-        server = node.add("srv")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients("srv") as (node, (server,), router, events, nursery):
             client = LazyPirateClient(router, "srv", POLICY)
 
             async def script() -> None:
@@ -773,9 +634,7 @@ async def test_a_503_moves_on_at_once_and_a_second_one_running_waits_out_the_att
 @pytest.mark.parametrize("status", [404, 500, 501, 418])
 async def test_other_statuses_raise_remote_error_without_retry(status: int) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        server = node.add("srv")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients("srv") as (node, (server,), router, events, nursery):
             client = LazyPirateClient(router, "srv", POLICY)
 
             async def script() -> None:
@@ -793,10 +652,8 @@ async def test_a_200_arriving_while_a_503_is_waited_out_is_returned(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        primary, backup = node.add("p"), node.add("b")
         result: tuple[bytes, ...] | None = None
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients("p", "b") as (node, (primary, backup), router, events, nursery):
             client = BinaryStarClient(
                 router, "p", "b", RetryPolicy(attempt_timeout=1.0, attempts=2)
             )
@@ -822,11 +679,8 @@ async def test_lazy_pirate_prefers_a_responsive_instance_of_the_name(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        crashed = node.add("srv")
-        restarted = node.add("srv")
-        node.unresponsive.add(crashed)
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        crashed_first = stub_clients("srv", "srv", unresponsive=[0])  # then restarted
+        async with crashed_first as (node, (_, restarted), router, events, nursery):
             client = LazyPirateClient(router, "srv", RetryPolicy(attempt_timeout=1.0, attempts=1))
 
             async def servers() -> None:
@@ -848,10 +702,9 @@ async def test_service_client_spreads_pipelined_requests(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        workers = [node.add(f"w{i}", "echo") for i in range(3)]
         results: dict[bytes, tuple[bytes, ...]] = {}
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        echo = [(f"w{i}", "echo") for i in range(3)]
+        async with stub_clients(*echo) as (node, workers, router, events, nursery):
             client = ServiceClient(router, POLICY)
 
             async def ask(body: bytes) -> None:
@@ -869,10 +722,8 @@ async def test_service_client_spreads_pipelined_requests(
 
 async def test_service_client_uses_the_least_recently_used_worker() -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        w1, w2 = node.add("w1", "echo"), node.add("w2", "echo")
         chosen: list[UUID] = []
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients(*ECHO2) as (node, (w1, w2), router, events, nursery):
             client = ServiceClient(router, POLICY)
 
             async def workers() -> None:
@@ -888,62 +739,55 @@ async def test_service_client_uses_the_least_recently_used_worker() -> None:
         assert chosen == [w1, w2, w1, w2]
 
 
+async def _the_other_worker_gets_it(
+    lose: Callable[[StubNode, trio.MemorySendChannel[object], UUID], Awaitable[None]],
+    after: float,
+) -> None:
+    """Of two echo workers, the first asked is lost by ``lose``; ``after`` seconds on the
+    same request goes to the other, and its reply is the client's answer."""
+    async with stub_clients(*ECHO2) as (node, _, router, events, nursery):
+        client = ServiceClient(router, POLICY)
+
+        async def workers() -> None:
+            first, request = await node.outbox.receive()
+            await lose(node, events, first)
+            peer, again = await node.outbox.receive()
+            assert peer != first and again == request
+            assert trio.current_time() - start == pytest.approx(after)
+            await events.send(reply_event(peer, request.request_id, 200, b"ok"))
+
+        start = trio.current_time()
+        nursery.start_soon(workers)
+        assert await client.request("echo") == (b"ok",)
+
+
 async def test_service_client_tries_another_worker_after_a_timeout(
     autojump_clock: trio.abc.Clock,
 ) -> None:
+    async def stuck(node: StubNode, events: trio.MemorySendChannel[object], peer: UUID) -> None:
+        pass  # it never answers
+
     with trio.fail_after(5):
-        node = StubNode()
-        node.add("w1", "echo")
-        node.add("w2", "echo")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
-            client = ServiceClient(router, POLICY)
-
-            async def workers() -> None:
-                stuck, request = await node.outbox.receive()
-                peer, again = await node.outbox.receive()
-                assert peer != stuck and again == request
-                assert trio.current_time() - start == pytest.approx(1.0)
-                await events.send(reply_event(peer, request.request_id, 200, b"ok"))
-
-            start = trio.current_time()
-            nursery.start_soon(workers)
-            assert await client.request("echo") == (b"ok",)
+        await _the_other_worker_gets_it(stuck, 1.0)
 
 
 async def test_service_client_resends_at_once_when_the_worker_exits(
     autojump_clock: trio.abc.Clock,
 ) -> None:
+    async def gone(node: StubNode, events: trio.MemorySendChannel[object], peer: UUID) -> None:
+        await trio.sleep(0.1)
+        node.remove(peer)
+        await events.send(trizre.Exit(peer, "w"))
+
     with trio.fail_after(5):
-        node = StubNode()
-        node.add("w1", "echo")
-        node.add("w2", "echo")
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
-            client = ServiceClient(router, POLICY)
-
-            async def workers() -> None:
-                gone, request = await node.outbox.receive()
-                await trio.sleep(0.1)
-                node.remove(gone)
-                await events.send(trizre.Exit(gone, "w"))
-                peer, again = await node.outbox.receive()
-                assert peer != gone and again == request
-                assert trio.current_time() - start == pytest.approx(0.1)
-                await events.send(reply_event(peer, request.request_id, 200, b"ok"))
-
-            start = trio.current_time()
-            nursery.start_soon(workers)
-            assert await client.request("echo") == (b"ok",)
+        await _the_other_worker_gets_it(gone, 0.1)
 
 
 async def test_service_client_prefers_responsive_workers(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        evasive = node.add("w1", "echo")
-        alive = node.add("w2", "echo")
-        node.unresponsive.add(evasive)
-        async with running_router(node) as (router, _events):
+        async with stub_clients(*ECHO2, unresponsive=[0]) as (node, (_, alive), router, _, _):
             client = ServiceClient(router, RetryPolicy(attempt_timeout=1.0, attempts=1))
             with pytest.raises(RequestAbandoned):
                 await client.request("echo")
@@ -955,11 +799,7 @@ async def test_service_client_a_timed_out_worker_sinks_below_an_evasive_one(
 ) -> None:
     """services.md §3: suspicion (unanswered attempts) ranks first, for every request."""
     with trio.fail_after(5):
-        node = StubNode()
-        evasive = node.add("w1", "echo")
-        stuck = node.add("w2", "echo")
-        node.unresponsive.add(evasive)
-        async with running_router(node) as (router, _events):
+        async with stub_clients(*ECHO2, unresponsive=[0]) as (node, (evasive, stuck), router, _, _):
             client = ServiceClient(router, RetryPolicy(attempt_timeout=1.0, attempts=2))
             with pytest.raises(RequestAbandoned):
                 await client.request("echo")
@@ -974,8 +814,7 @@ async def test_service_client_waits_for_a_worker_to_join(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        async with running_router(node) as (router, events), trio.open_nursery() as nursery:
+        async with stub_clients() as (node, _, router, events, nursery):
             client = ServiceClient(router, POLICY)
 
             async def late_worker() -> None:
@@ -994,8 +833,7 @@ async def test_service_client_waits_for_a_worker_to_join(
 
 async def test_service_client_without_workers_abandons(autojump_clock: trio.abc.Clock) -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        async with running_router(node) as (router, _events):
+        async with stub_clients() as (node, _, router, _events, _):
             client = ServiceClient(router, POLICY)
             start = trio.current_time()
             with pytest.raises(RequestAbandoned):
@@ -1006,9 +844,7 @@ async def test_service_client_without_workers_abandons(autojump_clock: trio.abc.
 
 async def test_mmi_is_answered_locally() -> None:
     with trio.fail_after(5):
-        node = StubNode()
-        node.add("w", "echo")
-        async with running_router(node) as (router, _events):
+        async with stub_clients(("w", "echo")) as (node, _, router, _events, _):
             client = ServiceClient(router, POLICY)
             assert client.mmi("mmi.service", b"echo") == 200
             assert client.mmi("mmi.service", b"nope") == 404

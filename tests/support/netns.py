@@ -50,6 +50,7 @@ from tests.interop import OUTER_NETNS_VAR
 from trizre.conformance._netns import SUBNET_BASE, ip_binary
 from trizre.conformance._netns import destroy as _destroy
 from trizre.conformance._netns import run_ip as _run_ip
+from trizre.conformance._netns import unavailable as _unavailable
 
 PREFIX = "trizre-"
 
@@ -59,12 +60,9 @@ _counter = itertools.count(1)
 @functools.cache
 def netns_available() -> str | None:
     """None when namespaces with veth pairs can be made here, else why not."""
-    if sys.platform != "linux":
-        return f"network namespaces need Linux, not {sys.platform}"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    if not os.path.exists(ip_binary()):
-        return "iproute2 `ip` not found"
+    reason = _unavailable()  # Linux, root, iproute2: the conformance suite's checks
+    if reason is not None:
+        return reason
     probe = f"{PREFIX}probe-{os.getpid()}-{next(_counter)}"
     try:
         made = _run_ip("netns", "add", probe, check=False)

@@ -27,7 +27,24 @@ def free_udp_port() -> int:
         return port
 
 
-FAST = {"beacon_interval": 0.05, "interface": "lo"}
+FAST: dict[str, Any] = {"beacon_interval": 0.05, "interface": "lo"}
+MEMORY: dict[str, Any] = {"interface": "lo", "discovery": "memory", "local_links": True}
+"""In-memory discovery and links: no beacon socket, no TCP link (for ``autojump_clock``)."""
+
+
+@asynccontextmanager
+async def open_pair(**options: Any) -> AsyncIterator[tuple[trizre.Node, trizre.Node]]:
+    """Nodes "a" and "b" on a beacon port of their own (``FAST`` unless ``options`` say).
+
+    Yields once both are open, not once they met; they stop when the block ends.
+    """
+    port = free_udp_port()
+    options = {**FAST, **options}
+    async with (
+        trizre.open_node("a", beacon_port=port, **options) as a,
+        trizre.open_node("b", beacon_port=port, **options) as b,
+    ):
+        yield a, b
 
 
 async def outlive_node(
@@ -223,3 +240,64 @@ async def wait_logged(caplog: Any, *texts: str) -> None:
     """
     while not all(text in caplog.text for text in texts):  # noqa: ASYNC110
         await trio.sleep(0.01)
+
+
+P = TypeVar("P", RawPeer, MemoryRawPeer)
+
+
+@asynccontextmanager
+async def node_with_events(
+    name: str = "n", **options: Any
+) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream]]:
+    """Node ``name`` on a beacon port of its own (``FAST`` unless ``options`` say), and its
+    events from its start.  The node stops when the block ends; the stream then ends too."""
+    async with trizre.open_node(name, beacon_port=free_udp_port(), **{**FAST, **options}) as node:
+        yield node, node.events()
+
+
+@asynccontextmanager
+async def _with_entered(
+    peer: Callable[[trizre.Node], AbstractAsyncContextManager[P]], options: dict[str, Any]
+) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream, P]]:
+    async with node_with_events("n", **options) as (node, events), peer(node) as raw:
+        await raw.hello()
+        await next_event(events, trizre.Enter)
+        yield node, events, raw
+
+
+def node_with_raw_peer(
+    **options: Any,
+) -> AbstractAsyncContextManager[tuple[trizre.Node, trizre.EventStream, RawPeer]]:
+    """Node "n" (``FAST`` unless ``options`` say), its events, and a :class:`RawPeer` that entered.
+
+    The raw peer has said HELLO (sequence 1) and the node has reported it
+    (the Enter is consumed from the events); the HELLO the node sends back
+    is still to be read.  All three end with the block.
+    """
+    return _with_entered(raw_peer, {**FAST, **options})
+
+
+def node_with_memory_peer(
+    **options: Any,
+) -> AbstractAsyncContextManager[tuple[trizre.Node, trizre.EventStream, MemoryRawPeer]]:
+    """As :func:`node_with_raw_peer`, all in memory (``MEMORY``): for exact virtual times."""
+    return _with_entered(memory_raw_peer, {**MEMORY, **options})
+
+
+@asynccontextmanager
+async def node_with_group_peer(
+    group: str, **options: Any
+) -> AsyncIterator[tuple[trizre.Node, trizre.EventStream, MemoryRawPeer]]:
+    """Node "n" (``MEMORY`` unless ``options`` say) in ``group``, and a raw peer in it too.
+
+    The peer said HELLO with ``group``; its Join was reported (consumed
+    from the events) and the node's HELLO to it read.
+    """
+    async with trizre.open_node("n", beacon_port=free_udp_port(), **{**MEMORY, **options}) as node:
+        events = node.events()
+        await node.join(group)
+        async with memory_raw_peer(node) as raw:
+            await raw.hello(groups=(group,))
+            await next_event(events, trizre.Join)
+            assert isinstance(await raw.receive(), wire.Hello)
+            yield node, events, raw

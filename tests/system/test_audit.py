@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.audit_traces import Node, Traces, flagged_rids, rid, rids
+from tests.support.spark import require_java
 
 pytest.importorskip("pyspark")
 
@@ -39,10 +40,7 @@ from trizre.audit._timeline import bstar_timeline
 from trizre.trace import _contract as kinds
 from trizre.trace._writer import Tracer
 
-try:
-    _java.find_java()
-except _java.JavaError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"no usable Java: {exc}", allow_module_level=True)
+require_java()
 
 pytestmark = pytest.mark.spark
 

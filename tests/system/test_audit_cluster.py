@@ -24,15 +24,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from trizre.audit import _java
+from tests.support.spark import require_java
 
-try:
-    JAVA = _java.find_java()
-except _java.JavaError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"no usable Java: {exc}", allow_module_level=True)
+JAVA = require_java()
 
-from benchmarks.spark_cluster import spark_env, standalone_cluster
-from tests.system.test_audit import request_cases
+from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
+from tests.system.test_audit import request_cases  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -19,8 +19,8 @@ import pytest
 import trio
 
 import trizre
-from tests.patterns.test_bstar import run_server
 from tests.patterns.test_services import run_worker
+from tests.support.bstar import run_server
 from tests.support.nodes import FAST, free_udp_port
 from trizre import patterns
 from trizre.audit import _java

@@ -16,18 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.support.audit_traces import Traces, rid
+from tests.support.spark import require_java
 from tests.system import test_audit
 
 pytest.importorskip("pyspark")
 
-from trizre.audit import _java, cli
+from trizre.audit import cli
 
-try:
-    _java.find_java()
-except _java.JavaError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"no usable Java: {exc}", allow_module_level=True)
+require_java()
 
-from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,6 @@ faults in namespaces of its own, audited on a standalone Spark cluster on
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 import random
@@ -29,7 +28,7 @@ from benchmarks.chaos import (
     judge,
 )
 from benchmarks.chaos_switch import PROFILES, Impairment, Switch, command
-from trizre.audit import _java
+from tests.support.spark import spark_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,13 +231,7 @@ def _cannot_run() -> str | None:
         return "make chaos needs root on Linux"
     if not os.path.exists("/dev/net/tun"):
         return "no TAP devices (/dev/net/tun)"
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed"
-    try:
-        _java.find_java()
-    except _java.JavaError as exc:
-        return f"no Java for the audit: {exc}"
-    return None
+    return spark_missing()
 
 
 @pytest.mark.netns

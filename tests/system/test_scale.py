@@ -8,7 +8,6 @@ server process, verdict) in about a minute.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from benchmarks import scale
 from benchmarks.scale import files_needed
-from trizre.audit import _java
+from tests.support.spark import spark_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = ROOT / "benchmarks" / "scale.py"
@@ -75,13 +74,7 @@ def test_a_mesh_within_the_hard_limit_raises_the_soft_one(monkeypatch: pytest.Mo
 def _cannot_run() -> str | None:
     if (why := _root_on_linux()) is not None:
         return why
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed"
-    try:
-        _java.find_java()
-    except _java.JavaError as exc:
-        return f"no Java for the audit: {exc}"
-    return None
+    return spark_missing()
 
 
 @pytest.mark.netns

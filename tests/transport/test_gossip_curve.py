@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -26,68 +26,18 @@ import zmq
 import trizre
 from tests.interop import zyre_cache
 from tests.support.czmq import ZGossip, czmq_with_drafts, free_tcp_port
+from tests.support.gossip import (
+    Ear,
+    Shakes,
+    delivered,
+    gossip,
+    gossip_node,
+    refused,
+    succeeded,
+)
 from tests.support.nodes import next_event
-from trizre.sansio._gossip import Deliver, Forget
 from trizre.transport._curve import CurvePolicy, z85
-from trizre.transport._gossip_service import GossipService, Handshake, handshake_reason, open_gossip
-
-
-class Ear:
-    """The tuples a service heard, and a way to wait for one."""
-
-    def __init__(self) -> None:
-        self.tuples: dict[str, str] = {}
-        self.changed = trio.Event()
-
-    def __call__(self, action: Deliver | Forget) -> None:
-        if isinstance(action, Deliver):
-            self.tuples[action.key] = action.value
-        else:
-            self.tuples.pop(action.key, None)
-        self.changed.set()
-        self.changed = trio.Event()
-
-    async def until(self, key: str, value: str) -> None:
-        while self.tuples.get(key) != value:
-            await self.changed.wait()
-
-
-class Shakes:
-    """The handshakes a service reported, and a way to wait for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[Handshake] = []
-        self.changed = trio.Event()
-
-    def __call__(self, shake: Handshake) -> None:
-        self.seen.append(shake)
-        self.changed.set()
-        self.changed = trio.Event()
-
-    async def until(self, wanted: Callable[[Handshake], bool]) -> Handshake:
-        while True:
-            for shake in self.seen:
-                if wanted(shake):
-                    return shake
-            await self.changed.wait()
-
-
-def refused(side: str, words: str) -> Callable[[Handshake], bool]:
-    return lambda shake: shake.side == side and not shake.ok and words in shake.reason
-
-
-def succeeded(side: str) -> Callable[[Handshake], bool]:
-    return lambda shake: shake.side == side and shake.ok
-
-
-@asynccontextmanager
-async def gossip(
-    bind: list[str] | None = None, connect: list[str] | None = None, **curve: Any
-) -> AsyncIterator[tuple[GossipService, Ear, Shakes]]:
-    ear, shakes = Ear(), Shakes()
-    async with open_gossip(bind or [], connect or [], heard=ear, handshake=shakes, **curve) as g:
-        yield g, ear, shakes
-
+from trizre.transport._gossip_service import GossipService, handshake_reason, open_gossip
 
 HUB_CERT = trizre.Certificate.generate()
 GOOD_CERT = trizre.Certificate.generate()
@@ -116,6 +66,27 @@ async def good_client_hears_the_hub(hub: GossipService, hub_ear: Ear) -> None:
         assert await shakes.until(succeeded("remote"))
 
 
+async def curve_hub_refuses(
+    remote: str, hub: str, publish: str | None = None, **client: Any
+) -> None:
+    """A good client gets through the hub, then one made with ``client`` is refused.
+
+    Both sides' handshakes must say so (``remote``'s words at the client,
+    ``hub``'s at the hub), and the refused client hears no tuple; with
+    ``publish`` it publishes that key first, which the hub must not hear.
+    """
+    async with curve_hub() as (the_hub, hub_ear, hub_shakes):
+        await good_client_hears_the_hub(the_hub, hub_ear)
+        async with gossip(connect=the_hub.endpoints, **client) as (refused_one, ear, shakes):
+            if publish is not None:
+                refused_one.publish(publish, "tcp://127.0.0.1:50102")
+            await shakes.until(refused("remote", remote))
+            await hub_shakes.until(refused("hub", hub))
+            assert ear.tuples == {}
+            if publish is not None:
+                assert publish not in hub_ear.tuples
+
+
 async def test_a_curve_client_and_a_curve_hub_gossip_both_ways() -> None:
     with trio.fail_after(10):
         async with curve_hub() as (hub, hub_ear, hub_shakes):
@@ -126,39 +97,28 @@ async def test_a_curve_client_and_a_curve_hub_gossip_both_ways() -> None:
 
 async def test_a_curve_hub_refuses_a_client_without_curve() -> None:
     with trio.fail_after(10):
-        async with curve_hub() as (hub, hub_ear, hub_shakes):
-            await good_client_hears_the_hub(hub, hub_ear)
-            async with gossip(connect=hub.endpoints) as (plain, ear, shakes):
-                plain.publish("PLAIN", "tcp://127.0.0.1:50102")
-                # The mismatch, or the other side closing on it first: either way CURVE.
-                await shakes.until(refused("remote", "CURVE"))
-                await hub_shakes.until(refused("hub", "CURVE"))
-                assert ear.tuples == {}
-                assert "PLAIN" not in hub_ear.tuples
+        # The mismatch, or the other side closing on it first: either way CURVE.
+        await curve_hub_refuses("CURVE", "CURVE", publish="PLAIN")
 
 
 async def test_a_curve_hub_refuses_a_client_with_the_wrong_hub_key() -> None:
     with trio.fail_after(10):
-        async with curve_hub() as (hub, hub_ear, hub_shakes):
-            await good_client_hears_the_hub(hub, hub_ear)
-            async with gossip(
-                connect=hub.endpoints, curve=GOOD_CERT, server_key=OTHER_CERT.public
-            ) as (_, ear, shakes):
-                await shakes.until(refused("remote", "the wrong gossip_server_key"))
-                await hub_shakes.until(refused("hub", "bad CURVE handshake"))
-                assert ear.tuples == {}
+        await curve_hub_refuses(
+            "the wrong gossip_server_key",
+            "bad CURVE handshake",
+            curve=GOOD_CERT,
+            server_key=OTHER_CERT.public,
+        )
 
 
 async def test_a_curve_hub_refuses_a_client_key_it_does_not_allow() -> None:
     with trio.fail_after(10):
-        async with curve_hub() as (hub, hub_ear, hub_shakes):
-            await good_client_hears_the_hub(hub, hub_ear)
-            async with gossip(
-                connect=hub.endpoints, curve=OTHER_CERT, server_key=HUB_CERT.public
-            ) as (_, ear, shakes):
-                await shakes.until(refused("remote", "does not allow this node's key"))
-                await hub_shakes.until(refused("hub", "key is not allowed"))
-                assert ear.tuples == {}
+        await curve_hub_refuses(
+            "does not allow this node's key",
+            "key is not allowed",
+            curve=OTHER_CERT,
+            server_key=HUB_CERT.public,
+        )
 
 
 async def test_a_curve_client_is_refused_by_a_hub_without_curve() -> None:
@@ -228,22 +188,13 @@ async def test_curve_nodes_meet_and_whisper_through_a_curve_hub() -> None:
     with trio.fail_after(10):
         async with AsyncExitStack() as stack:
             hub = await stack.enter_async_context(
-                trizre.open_node(
-                    "hub",
-                    discovery="gossip",
-                    endpoint="tcp://127.0.0.1:*",
-                    gossip_bind=hub_endpoint,
-                    curve=certs[0],
-                    curve_allow=certs,
-                )
+                gossip_node("hub", bind=hub_endpoint, curve=certs[0], curve_allow=certs)
             )
             a, b = [
                 await stack.enter_async_context(
-                    trizre.open_node(
+                    gossip_node(
                         name,
-                        discovery="gossip",
-                        endpoint="tcp://127.0.0.1:*",
-                        gossip_connect=hub_endpoint,
+                        connect=hub_endpoint,
                         gossip_server_key=certs[0].public_z85,
                         curve=cert,
                         curve_allow=certs,
@@ -332,24 +283,10 @@ async def test_a_curve_node_without_the_hub_key_is_refused_and_told_why() -> Non
         with trio.fail_after(10):
             async with AsyncExitStack() as stack:
                 hub = await stack.enter_async_context(
-                    trizre.open_node(
-                        "hub",
-                        discovery="gossip",
-                        endpoint="tcp://127.0.0.1:*",
-                        gossip_bind=hub_endpoint,
-                        curve=certs[0],
-                        curve_allow=certs,
-                    )
+                    gossip_node("hub", bind=hub_endpoint, curve=certs[0], curve_allow=certs)
                 )
                 node = await stack.enter_async_context(
-                    trizre.open_node(
-                        "no-key",
-                        discovery="gossip",
-                        endpoint="tcp://127.0.0.1:*",
-                        gossip_connect=hub_endpoint,
-                        curve=certs[1],
-                        curve_allow=certs,
-                    )
+                    gossip_node("no-key", connect=hub_endpoint, curve=certs[1], curve_allow=certs)
                 )
                 await refusal.heard.wait()
                 assert "CURVE" in refusal.messages[0]
@@ -464,14 +401,7 @@ async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: 
     base = [*GUARDED, "peers", "--gossip", hub, "--endpoint", "tcp://127.0.0.1:*"]
     curve = ["--curve", str(tmp_path / "ours"), "--curve-allow", "any"]
     with trio.fail_after(60):
-        async with trizre.open_node(
-            "hub",
-            discovery="gossip",
-            endpoint="tcp://127.0.0.1:*",
-            gossip_bind=hub,
-            curve=hub_cert,
-            curve_allow=[ours],
-        ):
+        async with gossip_node("hub", bind=hub, curve=hub_cert, curve_allow=[ours]):
             for key in (f"--gossip-server-key={hub_cert.public_z85}", str(tmp_path / "hub.pub")):
                 option = [key] if key.startswith("--") else ["--gossip-server-key", key]
                 result = await trio.run_process(
@@ -590,13 +520,3 @@ async def test_a_curve_czmq_service_joins_our_curve_hub_with_its_key() -> None:
                 assert value == "tcp://127.0.0.1:50100"
             finally:
                 czmq.close()
-
-
-def delivered(czmq: ZGossip, key: str) -> str:
-    """The value czmq's service delivers to its application for ``key`` (5 s a read)."""
-    for _ in range(10):
-        assert czmq.recv() == "DELIVER"
-        found, value = czmq.recv(), czmq.recv()
-        if found == key:
-            return value
-    raise AssertionError(f"czmq never delivered {key!r}")

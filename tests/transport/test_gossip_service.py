@@ -12,30 +12,8 @@ import trio
 import zmq
 
 from tests.support.czmq import CZMQ, CZMQ_MISSING, ZGossip, free_tcp_port
-from trizre.sansio._gossip import Deliver, Forget
+from tests.support.gossip import Ear, delivered
 from trizre.transport._gossip_service import GossipService, open_gossip
-
-
-class Ear:
-    """What a service heard, and a way to wait for it."""
-
-    def __init__(self) -> None:
-        self.tuples: dict[str, str] = {}
-        self.forgotten: list[str] = []
-        self.changed = trio.Event()
-
-    def __call__(self, action: Deliver | Forget) -> None:
-        if isinstance(action, Deliver):
-            self.tuples[action.key] = action.value
-        else:
-            self.tuples.pop(action.key, None)
-            self.forgotten.append(action.key)
-        self.changed.set()
-        self.changed = trio.Event()
-
-    async def until(self, key: str, value: str | None) -> None:
-        while self.tuples.get(key) != value:
-            await self.changed.wait()
 
 
 @asynccontextmanager
@@ -98,20 +76,6 @@ async def test_a_stranger_cannot_publish_without_hello() -> None:
 
 
 needs_czmq = pytest.mark.skipif(CZMQ is None, reason=CZMQ_MISSING)
-
-
-def delivered(czmq: ZGossip, key: str) -> str:
-    """The value czmq's service delivers to its application for ``key``.
-
-    czmq delivers its own application's tuples too: those are skipped.
-    Each read gives up after 5 s (the actor's receive timeout).
-    """
-    for _ in range(10):
-        assert czmq.recv() == "DELIVER"
-        found, value = czmq.recv(), czmq.recv()
-        if found == key:
-            return value
-    raise AssertionError(f"czmq never delivered {key!r}")
 
 
 @needs_czmq

@@ -15,31 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.presence import (
+    TIMERS,
+    expected_actions,
+    just_before,
+    next_due,
+    timeline_to_expiry,
+)
 from trizre.sansio._presence import Deafness, Liveness, Presence, PresenceAction, answer_time
 
 A = PresenceAction
 DETERMINISTIC = settings(derandomize=True, database=None, deadline=None, max_examples=500)
-
-
-def just_before(t: float) -> float:
-    return math.nextafter(t, -math.inf)
-
-
-def expected_actions(heard_at: float, evasive: float, expired: float) -> list[tuple[float, A]]:
-    """The exact (time, action) timeline after traffic at ``heard_at``.
-
-    A PING at ``evasive``; EVASIVE if it is still unanswered
-    ``answer_time`` later; SILENT (with a PING) at twice ``evasive``, then a
-    PING every ``evasive``; EXPIRED at ``expired`` cuts it short.
-    """
-    steps = [(evasive, A.PING), (evasive + answer_time(evasive), A.EVASIVE)]
-    k = 2
-    while k * evasive < expired:
-        steps.append((k * evasive, A.SILENT if k == 2 else A.PING))
-        k += 1
-    out = [(heard_at + at, action) for at, action in steps if at < expired]
-    out.append((heard_at + expired, A.EXPIRED))
-    return out
 
 
 # ------------------------------------------------------------- the timeline
@@ -183,16 +169,7 @@ def test_heard_resets_to_alive_from_any_state(heard_at: float, state_before: Liv
     assert p.last_heard == heard_at
     assert p.poll(heard_at) is None
     # A fresh timeline starts from heard_at (no stale ping time is reused).
-    got = []
-    while True:
-        t = p.deadline()
-        assert p.poll(just_before(t)) is None
-        action = p.poll(t)
-        assert action is not None
-        got.append((t, action))
-        if action is A.EXPIRED:
-            break
-    assert got == expected_actions(heard_at, 5.0, 30.0)
+    assert timeline_to_expiry(p) == expected_actions(heard_at, 5.0, 30.0)
 
 
 def test_heard_postpones_every_step() -> None:
@@ -243,15 +220,7 @@ def test_expiry_cuts_the_timeline_short(
     evasive: float, expired: float, timeline: list[tuple[float, A]]
 ) -> None:
     p = Presence(0.0, evasive, expired)
-    got = []
-    while True:
-        t = p.deadline()
-        assert p.poll(just_before(t)) is None
-        action = p.poll(t)
-        assert action is not None
-        got.append((t, action))
-        if action is A.EXPIRED:
-            break
+    got = timeline_to_expiry(p)
     assert got == timeline == expected_actions(0.0, evasive, expired)
 
 
@@ -270,21 +239,9 @@ quarters = st.integers(0, 200).map(lambda n: n / 4)
 operations = st.lists(st.tuples(quarters, st.booleans()), max_size=40)
 
 
-def _sleep_until_deadline(p: Presence, now: float) -> float:
-    """The node's sleep: nothing is due from ``now`` until ``deadline()``, which is returned."""
-    d = p.deadline()
-    assert d >= now
-    if d > now:
-        assert p.poll(just_before(d)) is None
-        assert p.poll(now) is None
-    return d
-
-
 @DETERMINISTIC
 @given(
-    start=st.integers(0, 10_000).map(lambda n: n / 4),
-    evasive=st.integers(1, 40).map(lambda n: n / 4),
-    expired=st.integers(1, 160).map(lambda n: n / 4),
+    **TIMERS,
     ops=operations,
 )
 def test_following_deadline_never_misses_an_action(
@@ -305,9 +262,7 @@ def test_following_deadline_never_misses_an_action(
     for advance, heard in ops:
         target = now + advance
         while p.deadline() <= target:
-            now = _sleep_until_deadline(p, now)
-            action = p.poll(now)
-            assert action is not None, "deadline() promised an action"
+            now, action = next_due(p, now)
             seen.append((now, action))
             if action is A.EXPIRED:
                 assert now - last_heard >= expired
@@ -423,9 +378,7 @@ kinds = st.sampled_from(["nothing", "heard", "beacon"])
 
 @DETERMINISTIC
 @given(
-    start=st.integers(0, 10_000).map(lambda n: n / 4),
-    evasive=st.integers(1, 40).map(lambda n: n / 4),
-    expired=st.integers(1, 160).map(lambda n: n / 4),
+    **TIMERS,
     ops=st.lists(st.tuples(quarters, kinds), max_size=60),
 )
 def test_with_beacons_expiry_is_exactly_when_a_clock_runs_out(
@@ -439,9 +392,7 @@ def test_with_beacons_expiry_is_exactly_when_a_clock_runs_out(
     for advance, kind in ops:
         target = now + advance
         while p.deadline() <= target:
-            now = _sleep_until_deadline(p, now)
-            action = p.poll(now)
-            assert action is not None, "deadline() promised an action"
+            now, action = next_due(p, now)
             due = now >= last_any + expired or now >= last_link + 2 * expired
             assert (action is A.EXPIRED) is due
             if due:
@@ -543,15 +494,7 @@ def test_the_credit_is_capped_so_dead_peers_expire_however_long_we_are_deaf() ->
     deafness = Deafness()
     p = Presence(0.0, 5.0, 30.0, deafness)
     deafness.stopped(1.0)
-    seen = []
-    while True:
-        t = p.deadline()
-        assert p.poll(just_before(t)) is None
-        action = p.poll(t)
-        assert action is not None
-        seen.append((t, action))
-        if action is A.EXPIRED:
-            break
+    seen = timeline_to_expiry(p)
     assert seen == expected_actions(30.0, 5.0, 30.0)  # the whole cap, no more
     assert seen[-1] == (60.0, A.EXPIRED)
 
@@ -581,9 +524,7 @@ def _deaf_overlap(intervals: list[list[float]], since: float, now: float) -> flo
 
 @DETERMINISTIC
 @given(
-    start=st.integers(0, 10_000).map(lambda n: n / 4),
-    evasive=st.integers(1, 40).map(lambda n: n / 4),
-    expired=st.integers(1, 160).map(lambda n: n / 4),
+    **TIMERS,
     ops=st.lists(st.tuples(quarters, deaf_kinds), max_size=60),
 )
 def test_while_deaf_expiry_is_when_the_silence_we_could_hear_reaches_expired(
@@ -606,9 +547,7 @@ def test_while_deaf_expiry_is_when_the_silence_we_could_hear_reaches_expired(
     for advance, kind in ops:
         target = now + advance
         while p.deadline() <= target:
-            now = _sleep_until_deadline(p, now)
-            action = p.poll(now)
-            assert action is not None, "deadline() promised an action"
+            now, action = next_due(p, now)
             assert (action is A.EXPIRED) is (silence(now) >= expired)
             if action is A.EXPIRED:
                 return

@@ -19,16 +19,14 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import resource
-import time
 import uuid
 from collections.abc import Callable, Sequence
 
-import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trizre
+from tests.support.fuzz import Tally, fuzzing
 from trizre import wire
 from trizre.patterns import _protocol as proto
 from trizre.sansio._peer import PeerProtocol
@@ -98,26 +96,6 @@ CORPUS_BEACONS: list[Beacon] = [
 ]
 
 INTERESTING_BYTES = (0x00, 0x01, 0x02, 0x03, 0x7F, 0x80, 0xAA, 0xA1, 0xC3, 0xFE, 0xFF)
-
-
-@attrs.define
-class Tally:
-    ok: int = 0
-    rejected: int = 0
-    started: float = attrs.field(factory=time.perf_counter)
-
-    @property
-    def total(self) -> int:
-        return self.ok + self.rejected
-
-    def report(self, what: str) -> None:
-        """One line for make fuzz (shown with pytest -s): count, time, peak memory."""
-        seconds = time.perf_counter() - self.started
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"\nfuzz {what}: {self.total:,} inputs ({self.ok:,} accepted, "
-            f"{self.rejected:,} rejected) in {seconds:.1f} s, peak RSS {peak_mb:.0f} MB"
-        )
 
 
 def assert_explicit(exc: DecodeError) -> None:
@@ -279,8 +257,7 @@ def exhaustive_message_inputs(frames: list[bytes]) -> list[list[bytes]]:
 
 
 def test_mutated_messages() -> None:
-    rng = random.Random(SEED)
-    tally = Tally()
+    rng, tally = fuzzing(SEED)
     versions = itertools.cycle(VERSION_CYCLE)
     valid = [encode(m) for m in CORPUS_MESSAGES]
     for frames in valid:
@@ -304,8 +281,7 @@ def test_mutated_messages() -> None:
 
 def test_mutated_messages_through_the_peer_protocol() -> None:
     """A peer sending anything at all: the protocol returns events or ends it, never raises."""
-    rng = random.Random(SEED + 2)
-    tally = Tally()
+    rng, tally = fuzzing(SEED + 2)
     identity = b"\x01" + uuid.UUID(int=7).bytes
     ours = Hello(1, "tcp://127.0.0.1:50001", name="me")
 
@@ -329,14 +305,12 @@ def test_mutated_messages_through_the_peer_protocol() -> None:
         else:
             tally.rejected += 1
             peer = entered()
-    tally.report("peer protocol")
-    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+    tally.report_both_ways("peer protocol")
 
 
 def test_mutated_pattern_envelopes() -> None:
     """The patterns' envelope decoder: a message, None, or PatternDecodeError only."""
-    rng = random.Random(SEED + 3)
-    tally = Tally()
+    rng, tally = fuzzing(SEED + 3)
     corpus = [
         proto.Request(1, "echo", (b"body",)),
         proto.Request(2**64 - 1, "é" * 10, ()),
@@ -361,8 +335,7 @@ def test_mutated_pattern_envelopes() -> None:
         elif message is not None:
             assert proto.encode(message) == list(frames), (frames, message)
         tally.ok += 1
-    tally.report("pattern envelopes")
-    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+    tally.report_both_ways("pattern envelopes")
 
 
 def test_mutated_zap_requests() -> None:
@@ -371,8 +344,7 @@ def test_mutated_zap_requests() -> None:
     Every request that decodes is judged by a policy without raising, and
     only a CURVE request with an allowed 32-octet key is admitted.
     """
-    rng = random.Random(SEED + 4)
-    tally = Tally()
+    rng, tally = fuzzing(SEED + 4)
     allowed = bytes(range(32))
     policy = CurvePolicy("global", frozenset({allowed}))
     valid = [
@@ -395,14 +367,12 @@ def test_mutated_zap_requests() -> None:
         ), (frames, reply)
         wire.encode_zap_reply(reply)
         tally.ok += 1
-    tally.report("ZAP requests")
-    assert tally.ok > 1_000 and tally.rejected > 1_000, tally
+    tally.report_both_ways("ZAP requests")
 
 
 def test_mutated_gossip_frames() -> None:
     """czmq's ZGP (zyre's gossip discovery): a message that re-encodes exactly, or DecodeError."""
-    rng = random.Random(SEED + 5)
-    tally = Tally()
+    rng, tally = fuzzing(SEED + 5)
     valid = [
         wire.encode_gossip(m)
         for m in (
@@ -431,8 +401,7 @@ def test_mutated_gossip_frames() -> None:
 
 
 def test_mutated_beacons() -> None:
-    rng = random.Random(SEED + 1)
-    tally = Tally()
+    rng, tally = fuzzing(SEED + 1)
     valid = [encode_beacon(b) for b in CORPUS_BEACONS]
     for data in valid:
         feed_beacon(data, tally)

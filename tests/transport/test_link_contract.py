@@ -147,13 +147,7 @@ DISCOVERIES: dict[str, Callable[[int], Callable[[], AbstractAsyncContextManager[
 
 
 # Where an implementation breaks the contract today: strict, so a fix shows.
-KNOWN_BREACHES = {
-    ("tcp-curve", "link_carries_sizes_up_to_the_limit"): (
-        "libzmq applies MAXMSGSIZE to the encrypted frame, 33 octets larger: a CURVE inbox "
-        "(bind_inbox(curve=...)) drops the connection of a peer sending a frame of "
-        "max_message_size - 32 octets or more, and the message is lost"
-    ),
-}
+KNOWN_BREACHES: dict[tuple[str, str], str] = {}
 
 
 def _cases(kinds: Iterable[str], checks: Iterable[Callable[..., object]]) -> list[Any]:

@@ -108,6 +108,10 @@ class Inbox(Protocol):
         ...
 
 
+CURVE_FRAME_OVERHEAD: Final = 33
+"""Octets a CURVE MESSAGE command adds to a frame (26/CurveZMQ): flags, name, nonce, MAC."""
+
+
 def bind_inbox(
     address: str,
     max_message_size: int = -1,
@@ -136,7 +140,13 @@ def bind_inbox(
     try:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IPV6, int(ipv6))
-        sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
+        if curve is not None and max_message_size >= 0:
+            # libzmq measures the encrypted frame (flags, "MESSAGE", nonce
+            # and MAC make it 33 octets longer): allow for them, and leave
+            # the exact limit to ZSocket's own check.
+            sock.setsockopt(zmq.MAXMSGSIZE, max_message_size + CURVE_FRAME_OVERHEAD)
+        else:
+            sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         if curve is not None:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)

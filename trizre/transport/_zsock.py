@@ -144,7 +144,7 @@ class ZSocket:
         ``max_message_size`` (-1: none), for a ROUTER: a message whose
         frames after the identity total more octets is not copied out of
         libzmq; :meth:`receive_batch` gives it as ``[identity, OVERSIZE]``
-        (:data:`trizre._concurrency.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
+        (:data:`trizre.wire.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
         frame).
         """
         zsock.setsockopt(zmq.LINGER, 0)

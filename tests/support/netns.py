@@ -48,7 +48,9 @@ from tests.interop import OUTER_NETNS_VAR
 
 # The namespace primitives are the ones the conformance suite ships.
 from trizre.conformance._netns import SUBNET_BASE, ip_binary
+from trizre.conformance._netns import Side as _Side
 from trizre.conformance._netns import destroy as _destroy
+from trizre.conformance._netns import join_by_veth as _join_by_veth
 from trizre.conformance._netns import run_ip as _run_ip
 from trizre.conformance._netns import unavailable as _unavailable
 
@@ -156,37 +158,16 @@ def open_netns_pair() -> Iterator[NetnsPair]:
     )
     created: list[str] = []
     try:
-        for ns in (a, b):
-            _run_ip("netns", "add", ns.name)
-            created.append(ns.name)
-        # Each end is born inside its namespace: nothing shows up in ours.
-        _run_ip(
-            "link", "add", a.interface, "netns", a.name,
-            "type", "veth", "peer", "name", b.interface, "netns", b.name,
-        )  # fmt: skip
-        for ns in (a, b):
-            _run_ip("-n", ns.name, "link", "set", "lo", "up")
-            _run_ip(
-                "-n", ns.name, "addr", "add", f"{ns.address}/{ns.prefixlen}",
-                "broadcast", ns.broadcast, "dev", ns.interface,
-            )  # fmt: skip
-            _run_ip("-n", ns.name, "link", "set", ns.interface, "up")
-        _wait_carrier(a, b)
+        _join_by_veth(
+            _Side(a.name, a.interface, a.address),
+            _Side(b.name, b.interface, b.address),
+            prefixlen=a.prefixlen,
+            broadcast=a.broadcast,
+            made=created,
+        )
         yield NetnsPair(a, b, n)
     finally:
         _destroy(created)
-
-
-def _wait_carrier(*nss: Namespace, limit: float = 5.0) -> None:
-    deadline = time.monotonic() + limit
-    for ns in nss:
-        while True:
-            out = _run_ip("-n", ns.name, "-j", "link", "show", ns.interface).stdout
-            if "LOWER_UP" in json.loads(out)[0].get("flags", []):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{ns.interface} in {ns.name} never came up")
-            time.sleep(0.02)
 
 
 @pytest.fixture

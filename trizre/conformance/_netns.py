@@ -110,6 +110,42 @@ def destroy(names: Sequence[str]) -> None:
         time.sleep(0.02)
 
 
+def join_by_veth(
+    a: Side, b: Side, *, prefixlen: int, broadcast: str, made: list[str], limit: float = 5.0
+) -> None:
+    """Make namespaces ``a`` and ``b``, joined by a veth pair, addressed and up.
+
+    Each namespace's name is appended to ``made`` as soon as it exists, so
+    the caller can :func:`destroy` them whatever fails.  Raises
+    ``subprocess.CalledProcessError`` when ``ip`` refuses a step, and
+    ``RuntimeError`` when a veth end has no carrier within ``limit`` seconds.
+    """
+    for side in (a, b):
+        run_ip("netns", "add", side.name)
+        made.append(side.name)
+    # Each end is born inside its namespace: nothing shows up in ours.
+    run_ip(
+        "link", "add", a.interface, "netns", a.name,
+        "type", "veth", "peer", "name", b.interface, "netns", b.name,
+    )  # fmt: skip
+    for side in (a, b):
+        run_ip("-n", side.name, "link", "set", "lo", "up")
+        run_ip(
+            "-n", side.name, "addr", "add", f"{side.address}/{prefixlen}",
+            "broadcast", broadcast, "dev", side.interface,
+        )  # fmt: skip
+        run_ip("-n", side.name, "link", "set", side.interface, "up")
+    deadline = time.monotonic() + limit
+    for side in (a, b):
+        while True:
+            out = run_ip("-n", side.name, "-j", "link", "show", side.interface).stdout
+            if "LOWER_UP" in json.loads(out)[0].get("flags", []):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{side.interface} in {side.name} never came up")
+            time.sleep(0.02)
+
+
 @contextlib.contextmanager
 def namespace_pair() -> Iterator[tuple[Side, Side]]:
     """Two fresh namespaces (suite, target) joined by a veth pair; deleted on the way out.
@@ -126,29 +162,7 @@ def namespace_pair() -> Iterator[tuple[Side, Side]]:
     b = Side(f"{base}-b", f"tc{n}b", f"{SUBNET_BASE}.{n}.2")  # netns
     made: list[str] = []
     try:
-        for side in (a, b):
-            run_ip("netns", "add", side.name)
-            made.append(side.name)
-        run_ip(
-            "link", "add", a.interface, "netns", a.name,
-            "type", "veth", "peer", "name", b.interface, "netns", b.name,
-        )  # fmt: skip
-        for side in (a, b):
-            run_ip("-n", side.name, "link", "set", "lo", "up")
-            run_ip(
-                "-n", side.name, "addr", "add", f"{side.address}/24",
-                "broadcast", f"{SUBNET_BASE}.{n}.255", "dev", side.interface,
-            )  # fmt: skip
-            run_ip("-n", side.name, "link", "set", side.interface, "up")
-        deadline = time.monotonic() + 5
-        for side in (a, b):
-            while True:
-                out = run_ip("-n", side.name, "-j", "link", "show", side.interface).stdout
-                if "LOWER_UP" in json.loads(out)[0].get("flags", []):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{side.interface} in {side.name} never came up")
-                time.sleep(0.02)
+        join_by_veth(a, b, prefixlen=24, broadcast=f"{SUBNET_BASE}.{n}.255", made=made)
         yield a, b
     finally:
         destroy(made)

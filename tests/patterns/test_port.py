@@ -1,0 +1,191 @@
+"""One port per node: each envelope decoded once, routed to the pattern it is for.
+
+Several patterns on one node share the node's
+:class:`~trizre.patterns._port.PatternPort`; these tests count decodes,
+stall one service while another answers, and move the port's reading task
+from one user to another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trizre
+from tests.support.nodes import FAST, free_udp_port
+from trizre import patterns
+from trizre.patterns import IncomingRequest, RetryPolicy
+from trizre.patterns import _port
+from trizre.patterns import _protocol as proto
+
+
+_decode = proto.decode  # the real one, even while a test counts the patterns' calls
+
+
+def answering(label: bytes) -> patterns.Handler:
+    async def handler(request: IncomingRequest) -> list[bytes]:
+        return [label, *request.body]
+
+    return handler
+
+
+async def _requests_and_replies(
+    client: trizre.Node, server: trizre.Node, service: str, count: int
+) -> list[proto.Reply]:
+    """Send ``count`` requests for ``service`` by hand and read their replies by hand."""
+    replies: list[proto.Reply] = []
+    async with client.events() as events:
+        for request_id in range(1, count + 1):
+            request = proto.Request(request_id, service, (b"x",))
+            await client.whisper(server.uuid, *proto.encode(request))
+        async for event in events:
+            if isinstance(event, trizre.Whisper):
+                message = _decode(event.frames)  # not counted
+                if isinstance(message, proto.Reply):
+                    replies.append(message)
+                    if len(replies) == count:
+                        break
+    return replies
+
+
+async def test_three_patterns_on_one_node_decode_each_envelope_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two servers and a client router on one node: one decode per envelope, not three."""
+    calls = 0
+    real = proto.decode
+
+    def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
+        nonlocal calls
+        calls += 1
+        return real(frames)
+
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a"),
+            patterns.open_server(w, answering(b"b"), service="b"),
+            patterns.open_service_client(w),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            await w.wait_for_peer("c")
+            monkeypatch.setattr(proto, "decode", counting)
+            replies = await _requests_and_replies(c, w, "a", 10)
+            assert sorted(reply.request_id for reply in replies) == list(range(1, 11))
+            assert all(reply.body == (b"a", b"x") for reply in replies)
+            # The client node "c" decodes nothing through the patterns (no
+            # pattern runs there); node "w" decoded each request once.
+            assert calls == 10
+
+
+async def test_a_stalled_service_does_not_stop_another_service_on_the_same_node() -> None:
+    release = trio.Event()
+    stalled: list[int] = []
+
+    async def stuck(request: IncomingRequest) -> bytes:
+        stalled.append(request.request_id)
+        await release.wait()
+        return b"late"
+
+    port = free_udp_port()
+    policy = RetryPolicy(attempt_timeout=5.0, attempts=1)
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, stuck, service="slow", max_concurrency=1, max_queued=2),
+            patterns.open_server(w, answering(b"fast"), service="fast"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+            patterns.open_service_client(c, policy) as client,
+            trio.open_nursery() as nursery,
+        ):
+            await client.wait_for_service("slow")
+            await client.wait_for_service("fast")
+
+            async def ask_slow() -> None:
+                # Held (ACCEPTED), or refused once the slow server is full.
+                with trio.move_on_after(10), pytest.raises(patterns.PatternError):
+                    await client.request("slow", b"x")
+
+            for _ in range(6):
+                nursery.start_soon(ask_slow)
+            while not stalled:
+                await trio.sleep(0.01)
+            for i in range(20):
+                assert await client.request("fast", str(i).encode()) == (b"fast", str(i).encode())
+            assert stalled == stalled[:1]  # one handler, still stuck
+            release.set()
+            nursery.cancel_scope.cancel()
+
+
+async def test_patterns_on_one_node_share_one_port_that_outlives_its_first_user() -> None:
+    """The port's reader runs in the first user's nursery; it moves when that user leaves."""
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"w"), service="echo"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            first_done = trio.Event()
+            stop_first = trio.Event()
+            ports: list[_port.PatternPort] = []
+
+            async def first_user() -> None:
+                async with _port.open_port(c) as shared:
+                    ports.append(shared)
+                    first_done.set()
+                    await stop_first.wait()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first_user)
+                await first_done.wait()
+                async with patterns.open_service_client(c) as client:
+                    async with _port.open_port(c) as mine:
+                        assert mine is ports[0]  # one port per node
+                        assert mine.statistics()["users"] == 3
+                    await client.wait_for_service("echo")
+                    assert await client.request("echo", b"1") == (b"w", b"1")
+                    stop_first.set()  # the reader's host leaves; the client goes on
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert ports[0].statistics()["users"] == 1
+                    for i in range(5):
+                        body = str(i).encode()
+                        assert await client.request("echo", body) == (b"w", body)
+                    assert ports[0].statistics()["decoded"] == 6
+            # The last user left: a new port subscribes afresh.
+            async with _port.open_port(c) as fresh:
+                assert fresh is not ports[0]
+
+
+async def test_a_port_for_a_stopped_node_reads_only_stop() -> None:
+    async with trizre.open_node("gone", beacon_port=free_udp_port(), **FAST) as node:
+        pass
+    with trio.fail_after(5):
+        async with _port.open_port(node) as port:
+            while not port.closed:
+                await trio.sleep(0.01)
+            stats: dict[str, Any] = port.statistics()
+            assert stats["decoded"] == 0
+
+
+async def test_a_request_for_a_service_nobody_here_offers_is_counted_unserved() -> None:
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a") as server,
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            await c.whisper(w.uuid, *proto.encode(proto.Request(1, "elsewhere", ())))
+            await c.whisper(w.uuid, b"TZRP-not-quite")  # malformed pattern traffic
+            async with _port.open_port(w) as shared:
+                while shared.unserved < 1 or shared.malformed < 1:
+                    await trio.sleep(0.01)
+            assert server.received == 0

@@ -244,10 +244,6 @@ Observer = Callable[[Decision], None]
 Key = tuple[UUID, int]
 
 
-def _ignore(_decision: Decision) -> None:
-    pass
-
-
 @final
 class Admission:
     """The admission rules of one server, with its counters.
@@ -263,6 +259,23 @@ class Admission:
     ``accept_after`` raises ``ValueError``.  An exception from the gate
     propagates out of :meth:`admit`, with nothing counted but ``received``.
     """
+
+    __slots__ = (
+        "_unaccepted",
+        "accept_after",
+        "accepted",
+        "cache",
+        "capacity",
+        "executed",
+        "gate",
+        "holding",
+        "observer",
+        "received",
+        "refused",
+        "replied",
+        "retried",
+        "shed",
+    )
 
     def __init__(
         self,
@@ -281,7 +294,7 @@ class Admission:
         self.accept_after = accept_after
         self.cache = cache
         self.gate = gate
-        self.observer: Observer = observer or _ignore
+        self.observer = observer  # None: no decision objects are built but the verdicts
         self.received = self.refused = self.shed = self.retried = 0
         self.executed = self.replied = self.accepted = 0
         self.holding: set[Key] = set()  # (client, request id) held here
@@ -297,7 +310,8 @@ class Admission:
         """Decide what becomes of ``request``, arrived at ``now`` (rules 1-5 above)."""
         observe = self.observer
         self.received += 1
-        observe(Received(request))
+        if observe is not None:
+            observe(Received(request))
         verdict: Verdict
         if self.gate is not None and (status := self.gate(request)) is not None:
             self.refused += 1
@@ -316,7 +330,8 @@ class Admission:
             due = now + self.accept_after
             self._unaccepted[key] = (request, due)
             verdict = Admitted(request, due)
-        observe(verdict)
+        if observe is not None:
+            observe(verdict)
         return verdict
 
     def _cached(self, request: IncomingRequest, now: float) -> Verdict | None:
@@ -350,14 +365,16 @@ class Admission:
                 break
             del unaccepted[key]
             decision = AcceptDue(request)
-            self.observer(decision)
+            if self.observer is not None:
+                self.observer(decision)
             due.append(decision)
         return due
 
     def started(self, request: IncomingRequest) -> None:
         """A handler starts on ``request``."""
         self.executed += 1
-        self.observer(Executed(request, self.cache is not None))
+        if self.observer is not None:
+            self.observer(Executed(request, self.cache is not None))
 
     def finished(self, request: IncomingRequest, reply: proto.Reply, now: float) -> None:
         """The handler answered ``reply``: it is cached (if there is a cache) and no longer held."""
@@ -381,7 +398,9 @@ class Admission:
         """``message`` went to the request's client."""
         if isinstance(message, proto.Reply):
             self.replied += 1
-            self.observer(Replied(request, message.status))
+            if self.observer is not None:
+                self.observer(Replied(request, message.status))
         else:
             self.accepted += 1
-            self.observer(Replied(request, None))
+            if self.observer is not None:
+                self.observer(Replied(request, None))

@@ -28,12 +28,10 @@ from ._common import (
 from ._retry import (
     Abandoned,
     Answered,
-    RefusedReply,
     Retried,
     Retry,
     RetryDecision,
     Sent,
-    Started,
 )
 from ._server import check_service_name
 
@@ -150,25 +148,6 @@ def _trace_observer(node: Node) -> Callable[[RetryDecision], None] | None:
     return observe
 
 
-def _stats_observer(router: ReplyRouter, service: str) -> Callable[[RetryDecision], None]:
-    """The client's statistics, counted from the retry core's decisions."""
-    counts = router.stats.of(service)
-
-    def observe(decision: RetryDecision) -> None:
-        if isinstance(decision, Started):
-            counts.requests += 1
-        elif isinstance(decision, Retried):
-            counts.retries += 1
-        elif isinstance(decision, RefusedReply):
-            counts.refused += 1
-        elif isinstance(decision, Answered):
-            ClientStats.answered(counts, decision.latency, decision.status == proto.Status.OK)
-        elif isinstance(decision, Abandoned):
-            counts.abandoned += 1
-
-    return observe
-
-
 async def _request(
     router: ReplyRouter,
     frames: Sequence[bytes],
@@ -192,20 +171,22 @@ async def _request(
     message = proto.encode(proto.Request(request_id, service, tuple(frames)))
     async with router.in_flight:  # backpressure: at most max_in_flight at once
         pending = router.open(request_id, service)
-        observers = [_stats_observer(router, service)]
-        if (trace := _trace_observer(router.node)) is not None:
-            observers.append(trace)
+        trace = None if router.node.tracer is None else _trace_observer(router.node)
         retry = Retry(
             policy,
             request_id,
             trio.current_time(),
             service=service,
             pattern=pattern,
-            observers=observers,
+            observers=() if trace is None else (trace,),
         )
+        counts = router.stats.of(service)  # the client's statistics(), counted here
+        counts.requests += 1
         try:
             while (deadline := retry.next_attempt(trio.current_time())) is not None:
                 attempt = retry.attempt
+                if attempt:
+                    counts.retries += 1
                 with trio.CancelScope(deadline=deadline) as scope:
                     reply = await _attempt(
                         router,
@@ -217,6 +198,7 @@ async def _request(
                     )
                     while reply.status == proto.Status.UNAVAILABLE:
                         # Refused (a passive Binary Star server): not executed.
+                        counts.refused += 1
                         pending.reply = None
                         if retry.refused():
                             scope.cancel()  # move on at once: the next attempt goes elsewhere
@@ -226,8 +208,11 @@ async def _request(
                         while pending.reply is None:
                             await pending.wait()
                         reply = pending.reply
-                    retry.answered(reply.status, pending.replied_by, trio.current_time())
-                    if reply.status == proto.Status.OK:
+                    now = trio.current_time()
+                    retry.answered(reply.status, pending.replied_by, now)
+                    ok = reply.status == proto.Status.OK
+                    ClientStats.answered(counts, now - retry.started, ok)
+                    if ok:
                         return reply.body
                     raise RemoteError(reply.status, reply.body)
                 if scope.cancelled_caught and retry.timed_out():
@@ -235,6 +220,7 @@ async def _request(
                     log.debug(
                         "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
                     )
+            counts.abandoned += 1
             raise RequestAbandoned(
                 request_id,
                 policy.attempts,

@@ -167,6 +167,22 @@ class Retry:
     ``policy`` that is not a :class:`RetryPolicy` raises ``TypeError``.
     """
 
+    __slots__ = (
+        "_held",
+        "_last_reached",
+        "_observers",
+        "_reached",
+        "_refused",
+        "_refused_before",
+        "attempt",
+        "deadline",
+        "pattern",
+        "policy",
+        "request_id",
+        "service",
+        "started",
+    )
+
     def __init__(
         self,
         policy: RetryPolicy,
@@ -190,8 +206,10 @@ class Retry:
         self._held = False  # the current target said ACCEPTED
         self._refused = False  # this attempt was refused (503)
         self._refused_before = False  # ... and so was the previous one
-        self._reached: set[int] = set()  # attempts that went to some peer
-        self._emit(Started(request_id, service, pattern))
+        self._reached = 0  # attempts that went to some peer
+        self._last_reached = -1  # the last of them
+        if self._observers:  # no observer, no decision built: the common, untraced case
+            self._emit(Started(request_id, service, pattern))
 
     def _emit(self, decision: RetryDecision) -> None:
         for observe in self._observers:
@@ -202,18 +220,20 @@ class Retry:
         self.attempt += 1
         if self.attempt >= self.policy.attempts:
             self.attempt = self.policy.attempts - 1
+            if not self._observers:
+                return None
             self._emit(
                 Abandoned(
                     self.request_id,
                     self.service,
                     self.pattern,
                     self.policy.attempts,
-                    len(self._reached),
+                    self._reached,
                     now - self.started,
                 )
             )
             return None
-        if self.attempt:
+        if self.attempt and self._observers:
             self._emit(Retried(self.request_id, self.service, self.pattern, self.attempt + 1))
         self._refused_before, self._refused = self._refused, False
         self._held = False
@@ -223,7 +243,7 @@ class Retry:
     @property
     def reached(self) -> int:
         """How many attempts went to some peer."""
-        return len(self._reached)
+        return self._reached
 
     def sending(self) -> None:
         """The request goes to a (new) target: it holds nothing yet."""
@@ -231,8 +251,11 @@ class Retry:
 
     def sent(self, peer: UUID) -> None:
         """The current attempt went to ``peer``."""
-        self._reached.add(self.attempt)
-        self._emit(Sent(self.request_id, self.service, self.pattern, self.attempt + 1, peer))
+        if self._last_reached != self.attempt:
+            self._last_reached = self.attempt
+            self._reached += 1
+        if self._observers:
+            self._emit(Sent(self.request_id, self.service, self.pattern, self.attempt + 1, peer))
 
     def accepted(self, now: float) -> float:
         """The current target said ACCEPTED: it holds the request (once per target)."""
@@ -256,7 +279,8 @@ class Retry:
         """
         self._refused = True
         move_on = not self._refused_before and self.attempt + 1 < self.policy.attempts
-        self._emit(RefusedReply(self.request_id, self.service, self.attempt + 1, move_on))
+        if self._observers:
+            self._emit(RefusedReply(self.request_id, self.service, self.attempt + 1, move_on))
         return move_on
 
     def timed_out(self) -> bool:
@@ -266,11 +290,14 @@ class Retry:
         """
         if self._refused:
             return False
-        self._emit(TimedOut(self.request_id, self.service, self.attempt + 1))
+        if self._observers:
+            self._emit(TimedOut(self.request_id, self.service, self.attempt + 1))
         return True
 
     def answered(self, status: int, peer: UUID | None, now: float) -> None:
         """An answer other than 503 came (from ``peer``): the request ends."""
+        if not self._observers:
+            return
         self._emit(
             Answered(
                 self.request_id,

@@ -8,7 +8,9 @@ from one user to another.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +189,110 @@ async def test_a_request_for_a_service_nobody_here_offers_is_counted_unserved() 
                 # Answered after the two before it (one peer's messages keep their order).
                 assert len(await _requests_and_replies(c, w, "a", 1)) == 1
                 assert (shared.unserved, shared.malformed, server.received) == (1, 1, 1)
+
+
+# ================================================ the trace, from the cores' decisions
+
+_PATTERN_KINDS = {
+    "request-sent",
+    "request-retried",
+    "worker-chosen",
+    "request-answered",
+    "request-abandoned",
+    "request-received",
+    "request-executed",
+    "reply-sent",
+    "dedupe-hit",
+    "request-refused",
+}
+
+
+def _pattern_lines(directory: Path, names: dict[str, str]) -> dict[str, list[str]]:
+    """Each node's pattern trace lines, times and the node's own fields left out, UUIDs named."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record["kind"] not in _PATTERN_KINDS:
+                continue
+            node = record["name"]
+            for key in ("v", "t", "m", "node", "name", "latency"):
+                record.pop(key, None)
+            shown = [f"{key}={names.get(value, value)}" for key, value in record.items()]
+            found.setdefault(node, []).append(" ".join(shown))
+    return found
+
+
+async def test_the_trace_lines_are_those_of_docs_traces(tmp_path: Path) -> None:
+    """Written by observers of the cores' decisions: the same lines, fields and order as before."""
+
+    async def echo(request: IncomingRequest) -> tuple[bytes, ...]:
+        return request.body
+
+    async def fail(request: IncomingRequest) -> bytes:
+        raise RuntimeError("boom")
+
+    port = free_udp_port()
+    options: dict[str, Any] = {"beacon_port": port, "trace_dir": tmp_path, **FAST}
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", **options) as w,
+            patterns.open_server(w, echo, service="echo", reply_cache=patterns.ReplyCache()),
+            patterns.open_server(w, fail, service="fail"),
+            patterns.open_server(w, echo, service="closed", _gate=lambda request: 503),
+            trizre.open_node("c", **options) as c,
+            patterns.open_service_client(c, RetryPolicy(0.3, 2)) as client,
+            patterns.open_lazy_pirate_client(c, "nobody", RetryPolicy(0.1, 2)) as lazy,
+        ):
+            for service in ("echo", "fail", "closed"):
+                await client.wait_for_service(service)
+            assert await client.request("echo", b"a", request_id=5) == (b"a",)
+            assert await client.request("echo", b"a", request_id=5) == (b"a",)  # cached
+            with pytest.raises(patterns.RemoteError):
+                await client.request("fail", b"x", request_id=6)
+            with pytest.raises(patterns.RequestAbandoned):
+                await client.request("closed", b"x", request_id=8)  # refused twice
+            with pytest.raises(patterns.RequestAbandoned):
+                await lazy.request(b"x")  # nobody there
+            names = {w.uuid.hex: "W", c.uuid.hex: "C"}
+    lines = _pattern_lines(tmp_path, names)
+    rid = "rid=" + "0" * 15
+    sent = "kind=request-sent {r} pattern=service service={s} peer=W peer_name=w attempt={a}"
+    chosen = "kind=worker-chosen {r} service={s} peer=W peer_name=w"
+    answered = "kind=request-answered {r} pattern=service service={s} peer=W status={st} attempt=1"
+    lazy_rid = next(line for line in lines["c"] if "lazy-pirate" in line).split()[1]
+    assert lines["c"] == [
+        chosen.format(r=rid + "5", s="echo"),
+        sent.format(r=rid + "5", s="echo", a=1),
+        answered.format(r=rid + "5", s="echo", st=200),
+        chosen.format(r=rid + "5", s="echo"),
+        sent.format(r=rid + "5", s="echo", a=1),
+        answered.format(r=rid + "5", s="echo", st=200),
+        chosen.format(r=rid + "6", s="fail"),
+        sent.format(r=rid + "6", s="fail", a=1),
+        answered.format(r=rid + "6", s="fail", st=500),
+        chosen.format(r=rid + "8", s="closed"),
+        sent.format(r=rid + "8", s="closed", a=1),
+        f"kind=request-retried {rid}8 pattern=service service=closed attempt=2",
+        chosen.format(r=rid + "8", s="closed"),
+        sent.format(r=rid + "8", s="closed", a=2),
+        f"kind=request-abandoned {rid}8 pattern=service service=closed attempt=2",
+        f"kind=request-retried {lazy_rid} pattern=lazy-pirate service= attempt=2",
+        f"kind=request-abandoned {lazy_rid} pattern=lazy-pirate service= attempt=2",
+    ]
+    server = "{k} {r} client=C service={s}"
+    assert lines["w"] == [
+        server.format(k="kind=request-received", r=rid + "5", s="echo"),
+        server.format(k="kind=request-executed", r=rid + "5", s="echo") + " idempotent=True",
+        server.format(k="kind=reply-sent", r=rid + "5", s="echo") + " status=200",
+        server.format(k="kind=request-received", r=rid + "5", s="echo"),
+        server.format(k="kind=dedupe-hit", r=rid + "5", s="echo"),
+        server.format(k="kind=reply-sent", r=rid + "5", s="echo") + " status=200",
+        server.format(k="kind=request-received", r=rid + "6", s="fail"),
+        server.format(k="kind=request-executed", r=rid + "6", s="fail") + " idempotent=False",
+        server.format(k="kind=reply-sent", r=rid + "6", s="fail") + " status=500",
+        server.format(k="kind=request-received", r=rid + "8", s="closed"),
+        server.format(k="kind=request-refused", r=rid + "8", s="closed") + " status=503",
+        server.format(k="kind=request-received", r=rid + "8", s="closed"),
+        server.format(k="kind=request-refused", r=rid + "8", s="closed") + " status=503",
+    ]

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 import trio
@@ -296,3 +297,68 @@ async def test_the_trace_lines_are_those_of_docs_traces(tmp_path: Path) -> None:
         server.format(k="kind=request-received", r=rid + "8", s="closed"),
         server.format(k="kind=request-refused", r=rid + "8", s="closed") + " status=503",
     ]
+
+
+# ======================================== a server's bounds, as the port hands it requests
+
+
+class _FullClientNode:
+    """A node whose one client never has room: every answer must wait."""
+
+    tracer = None
+
+    def __init__(self) -> None:
+        self.stuck = 0
+
+    def whisper_nowait(self, peer: object, *frames: bytes) -> bool:
+        return False
+
+    async def whisper(self, peer: object, *frames: bytes) -> None:
+        self.stuck += 1
+        await trio.sleep_forever()
+
+
+async def test_answers_that_ran_nothing_beyond_the_outbox_bound_are_counted_unsent(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    from trizre.patterns._server import Server  # noqa: PLC0415 -- the shell, by itself
+
+    node = _FullClientNode()
+    server = Server(
+        node,  # type: ignore[arg-type]
+        "work",
+        answering(b"never"),
+        max_concurrency=1,
+        max_queued=1,
+        gate=lambda request: 503,
+    )
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server._send_replies)
+            for request_id in range(10):
+                server.deliver(UUID(int=1), "c", proto.Request(request_id, "work", ()))
+            await trio.testing.wait_all_tasks_blocked()
+            # Two (the server's capacity) wait for room; the rest are counted, not lost.
+            assert (server.refused, server.unsent, node.stuck) == (10, 8, 1)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_gate_that_raises_ends_the_servers_block_with_its_error() -> None:
+    def broken(request: IncomingRequest) -> int | None:
+        raise KeyError("gate")
+
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+            patterns.open_lazy_pirate_client(c, "w", RetryPolicy(0.2, 1)) as client,
+        ):
+            with pytest.raises(KeyError, match="gate"):
+                async with patterns.open_server(w, answering(b"w"), _gate=broken):
+                    await c.wait_for_peer("w")
+                    await client.request(b"x")  # its arrival ends the server's block
+                    pytest.fail("the server went on after its gate raised")
+            # The port goes on for the other patterns on the node.
+            async with patterns.open_server(w, answering(b"w")):
+                assert await client.request(b"y") == (b"w", b"y")

@@ -122,6 +122,7 @@ class PatternPort:
         self._servers.setdefault(service, []).append(server)
 
     def remove_server(self, service: str, server: _Server) -> None:
+        """Route no more requests to ``server``; one not registered is ignored."""
         servers = self._servers.get(service, [])
         if server in servers:
             servers.remove(server)
@@ -133,6 +134,7 @@ class PatternPort:
         self._routers.append(router)
 
     def remove_router(self, router: _Router) -> None:
+        """Forget ``router`` and every request id it claimed; one not registered is ignored."""
         if router in self._routers:
             self._routers.remove(router)
         for request_id in [rid for rid, claim in self._claims.items() if _holds(claim, router)]:
@@ -149,6 +151,7 @@ class PatternPort:
             self._claims[request_id] = [claim, router]  # two clients, one stable id
 
     def release(self, request_id: int, router: _Router) -> None:
+        """``router`` no longer waits for ``request_id``; an id it never claimed is ignored."""
         claim = self._claims.get(request_id)
         if claim is router:
             del self._claims[request_id]
@@ -162,6 +165,7 @@ class PatternPort:
         self._listeners.append(listener)
 
     def remove_listener(self, listener: _Listener) -> None:
+        """Give ``listener`` nothing more; one not registered is ignored."""
         if listener in self._listeners:
             self._listeners.remove(listener)
 

@@ -96,8 +96,7 @@ class Server:
     """A running server: what :func:`open_server` yields.
 
     Create it with :func:`open_server`, never directly: the constructor
-    checks nothing (bad input is :func:`open_server`'s to reject) and it
-    subscribes to the node's events, which only the server's tasks read.
+    checks nothing (bad input is :func:`open_server`'s to reject).
 
     Its counters are for tests and monitoring: ``received`` requests for
     it, ``executed`` handler runs, ``replied`` replies sent (cached resends
@@ -108,6 +107,14 @@ class Server:
     waiting; ``held`` is the number of requests it holds now, running or
     waiting.  Watchers get them, with a histogram of handler times, in the
     status's ``stats`` (at most every :data:`STATS_INTERVAL` seconds).
+    ``unsent`` (not in the stats) counts answers that ran nothing (a 503,
+    an ACCEPTED again, a cached reply) dropped because as many answers as
+    the server may hold were already waiting for slow clients; their
+    clients retry after their attempt timeout.
+
+    The rules are :class:`~trizre.patterns._admission.Admission`'s; requests
+    come from the node's :class:`~trizre.patterns._port.PatternPort`
+    through :meth:`deliver`.
     """
 
     def __init__(

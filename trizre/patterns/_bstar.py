@@ -33,6 +33,7 @@ from .._concurrency import unwrap_single_exception_group
 from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
+from ._port import open_port
 from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
 from ._status import BSTAR_GROUP
 
@@ -88,6 +89,9 @@ class BinaryStarServer:
         # The last transitions, with wall-clock times, for watchers (trizre watch).
         self._history: deque[tuple[float, str, str, str]] = deque(maxlen=_HISTORY)
         self._failovers = 0  # PASSIVE -> ACTIVE, for watchers (the history is bounded)
+        # What the port's events made fatal, for _listen to raise in the server's block.
+        self._failure: Exception | None = None
+        self._failed = trio.lowlevel.ParkingLot()
 
     @property
     def failover_timeout(self) -> float:
@@ -212,62 +216,81 @@ class BinaryStarServer:
                 peer,
             )
 
-    async def _listen(self, events: AsyncIterator[object]) -> None:
+    async def _listen(self) -> None:
+        """Check for a namesake already there, then raise what the port's events make fatal.
+
+        The events themselves are handled by :meth:`on_peer_event`, in the
+        node's pattern port, in order with the requests the gate sees.
+        """
         for peer in self.node.find_peers(self.node.name):
             self._namesake(peer)  # already there when we started
-        async for event in events:
-            if isinstance(event, Enter) and event.name == self.node.name:
+        while self._failure is None:
+            await self._failed.park()
+        raise self._failure
+
+    def on_peer_event(self, event: Enter | Exit | Whisper, message: proto.State | None) -> None:
+        """An Enter, an Exit, or a partner's STATE (from the port); never waits.
+
+        A fatal pairing (two actives, two passives) or a namesake that
+        makes this server refuse to start is raised out of the server's
+        block by :meth:`_listen`, and this server hears nothing more.
+        """
+        if self._failure is not None:
+            return
+        try:
+            self._on_peer_event(event, message)
+        except Exception as exc:  # raised in the server's block, not the port's
+            self._failure = exc
+            self._failed.unpark_all()
+
+    def _on_peer_event(self, event: Enter | Exit | Whisper, message: proto.State | None) -> None:
+        if isinstance(event, Enter):
+            if event.name == self.node.name:
                 self._namesake(event.peer)
-                continue
-            if isinstance(event, Exit) and event.peer == self._partner_peer:
+            return
+        if isinstance(event, Exit):
+            if event.peer == self._partner_peer:
                 self._partner_peer = None  # follow whichever node of that name comes next
-                continue
-            if not isinstance(event, Whisper) or event.name != self.partner:
-                continue
-            if self._partner_peer is None or not self._responsive(self._partner_peer):
-                # The first heard, or a successor of one gone quiet (a crash
-                # and restart: the dead one stays present until it expires).
-                self._partner_peer = event.peer
-            elif event.peer != self._partner_peer:
-                if event.peer not in self._warned:
-                    self._warned.add(event.peer)
-                    log.error(
-                        "%s: a second node named %r (%s) sends Binary Star state; "
-                        "following %s, the first one heard",
-                        self.node.name,
-                        self.partner,
-                        event.peer,
-                        self._partner_peer,
-                    )
-                continue
-            try:
-                message = proto.decode(event.frames)
-            except proto.PatternDecodeError as exc:
-                log.debug("dropping malformed pattern traffic: %s", exc)
-                continue
-            if not isinstance(message, proto.State):
-                continue
-            try:
-                peer_state = State(message.state)
-            except ValueError:
-                log.warning("partner sent an unknown state %d", message.state)
-                continue
-            self._heard = (event.peer, peer_state)
-            informed = message.seen == self._fsm.state.value
-            conflict = peer_state is self._fsm.state and peer_state in _CONFLICTING
-            if conflict and not informed:
-                log.warning(
-                    "%s: partner %s says %s too, without having heard this server %s: "
-                    "ignored as stale unless it goes on for %.3g s",
+            return
+        if event.name != self.partner or message is None:
+            return
+        if self._partner_peer is None or not self._responsive(self._partner_peer):
+            # The first heard, or a successor of one gone quiet (a crash
+            # and restart: the dead one stays present until it expires).
+            self._partner_peer = event.peer
+        elif event.peer != self._partner_peer:
+            if event.peer not in self._warned:
+                self._warned.add(event.peer)
+                log.error(
+                    "%s: a second node named %r (%s) sends Binary Star state; "
+                    "following %s, the first one heard",
                     self.node.name,
                     self.partner,
-                    peer_state.name,
-                    peer_state.name,
-                    self._fsm.failover_timeout,
+                    event.peer,
+                    self._partner_peer,
                 )
-            # A fatal pairing (two actives, two passives) raises out of here
-            # and stops this server: an operator must look.
-            self._record(self._fsm.peer_state(peer_state, trio.current_time(), informed=informed))
+            return
+        try:
+            peer_state = State(message.state)
+        except ValueError:
+            log.warning("partner sent an unknown state %d", message.state)
+            return
+        self._heard = (event.peer, peer_state)
+        informed = message.seen == self._fsm.state.value
+        conflict = peer_state is self._fsm.state and peer_state in _CONFLICTING
+        if conflict and not informed:
+            log.warning(
+                "%s: partner %s says %s too, without having heard this server %s: "
+                "ignored as stale unless it goes on for %.3g s",
+                self.node.name,
+                self.partner,
+                peer_state.name,
+                peer_state.name,
+                self._fsm.failover_timeout,
+            )
+        # A fatal pairing (two actives, two passives) raises out of here
+        # and stops this server: an operator must look.
+        self._record(self._fsm.peer_state(peer_state, trio.current_time(), informed=informed))
 
 
 @asynccontextmanager
@@ -298,21 +321,22 @@ async def open_binary_star_server(
         raise ValueError("a Binary Star server cannot be its own partner")
     fsm = BinaryStarFSM(primary=primary, heartbeat=heartbeat, now=trio.current_time())
     star = BinaryStarServer(node, fsm, partner)
-    events = node.events()
     with unwrap_single_exception_group():
         async with (
+            open_port(node) as port,
             open_server(node, handler, reply_cache=reply_cache, _gate=star._gate) as server,
             trio.open_nursery() as nursery,
         ):
             star.server = server
             star._publish()
-            nursery.start_soon(star._listen, events)
-            nursery.start_soon(star._heartbeat)
-            await node.join(BSTAR_GROUP)
+            port.add_listener(star)
             try:
+                nursery.start_soon(star._listen)
+                nursery.start_soon(star._heartbeat)
+                await node.join(BSTAR_GROUP)
                 yield star
             finally:
-                events.close()
+                port.remove_listener(star)
                 nursery.cancel_scope.cancel()
                 # Say we no longer serve, if our node still runs (shielded:
                 # this runs on cancellation too; bounded: never hangs a stop).

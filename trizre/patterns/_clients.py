@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal, final
@@ -25,6 +24,14 @@ from ._common import (
     _Pending,
     new_request_id,
     open_reply_router,
+)
+from ._retry import (
+    Abandoned,
+    Answered,
+    Retried,
+    Retry,
+    RetryDecision,
+    Sent,
 )
 from ._server import check_service_name
 
@@ -51,19 +58,17 @@ async def _attempt(
     pending: _Pending,
     message: list[bytes],
     target: Callable[[], UUID | None],
-    sent: Callable[[UUID], None],
+    retry: Retry,
     *,
     timer: trio.CancelScope,
-    policy: RetryPolicy,
 ) -> proto.Reply:
     """Send ``message`` to a live target and wait for its reply.
 
     If the target exits or goes silent, or cannot be sent to, the request
     goes at once to whatever ``target()`` names next (waiting for one to
-    appear).  Once the target says ACCEPTED it holds the request: ``timer``
-    (the attempt's scope) stops running (or runs ``policy.hold_timeout``)
-    until the target is lost, and then runs an attempt timeout from that
-    moment.  Only ``timer`` ends an attempt.
+    appear).  ``retry`` (the pure rules) says how long ``timer``, the
+    attempt's scope, runs: held by a target that said ACCEPTED, then lost.
+    Only ``timer`` ends an attempt.
     """
     node = router.node
     while True:
@@ -72,6 +77,7 @@ async def _attempt(
             await router.membership_changed()
             continue
         router.send_to(pending, peer)
+        retry.sending()
         try:
             # Without a checkpoint when there is room, so that many requests
             # started together reach libzmq back to back.
@@ -82,19 +88,64 @@ async def _attempt(
             pending.lost = True
             await trio.lowlevel.checkpoint()  # never spin without a checkpoint
         else:
-            sent(peer)
-        held = False
+            retry.sent(peer)
         while pending.reply is None and not pending.lost:
-            if pending.accepted and not held:
+            if pending.accepted:
                 # Held by a live worker: its silence counts, not the time it takes.
-                held = True
-                hold = policy.hold_timeout
-                timer.deadline = math.inf if hold is None else trio.current_time() + hold
+                timer.deadline = retry.accepted(trio.current_time())
             await pending.wait()
         if pending.reply is not None:
             return pending.reply
-        if held:
-            timer.deadline = trio.current_time() + policy.attempt_timeout  # lost: time again
+        timer.deadline = retry.lost(trio.current_time())
+
+
+def _trace_observer(node: Node) -> Callable[[RetryDecision], None] | None:
+    """The client's trace, written from the retry core's decisions (``docs/traces.md``)."""
+    tracer = node.tracer
+    if tracer is None:
+        return None
+
+    def observe(decision: RetryDecision) -> None:
+        if isinstance(decision, Sent):
+            peer = decision.peer
+            tracer.record(
+                kinds.REQUEST_SENT,
+                rid=f"{decision.rid:016x}",
+                pattern=decision.pattern,
+                service=decision.service,
+                peer=peer,
+                peer_name=node.peer_name(peer) if peer in node.peers() else "",
+                attempt=decision.attempt,
+            )
+        elif isinstance(decision, Retried):
+            tracer.record(
+                kinds.REQUEST_RETRIED,
+                rid=f"{decision.rid:016x}",
+                pattern=decision.pattern,
+                service=decision.service,
+                attempt=decision.attempt,
+            )
+        elif isinstance(decision, Answered):
+            tracer.record(
+                kinds.REQUEST_ANSWERED,
+                rid=f"{decision.rid:016x}",
+                pattern=decision.pattern,
+                service=decision.service,
+                peer=decision.peer,
+                status=decision.status,
+                latency=round(decision.latency, 6),
+                attempt=decision.attempt,
+            )
+        elif isinstance(decision, Abandoned):
+            tracer.record(
+                kinds.REQUEST_ABANDONED,
+                rid=f"{decision.rid:016x}",
+                pattern=decision.pattern,
+                service=decision.service,
+                attempt=decision.attempts,
+            )
+
+    return observe
 
 
 async def _request(
@@ -108,7 +159,7 @@ async def _request(
     pattern: str,
     request_id: int | None = None,
 ) -> tuple[bytes, ...]:
-    """The retry loop every client shares.
+    """The retry loop every client shares: the Trio shell of :class:`Retry`.
 
     ``target(attempt, pending)`` names the peer for this attempt (or None
     while there is none).  A timeout or a 503 refusal ends the attempt;
@@ -120,59 +171,36 @@ async def _request(
     message = proto.encode(proto.Request(request_id, service, tuple(frames)))
     async with router.in_flight:  # backpressure: at most max_in_flight at once
         pending = router.open(request_id, service)
-        node = router.node
-        tracer = node.tracer
-        rid = f"{request_id:016x}" if tracer is not None else ""  # for the trace alone
-        started = trio.current_time()
-        counts = router.stats.of(service)
+        trace = None if router.node.tracer is None else _trace_observer(router.node)
+        retry = Retry(
+            policy,
+            request_id,
+            trio.current_time(),
+            service=service,
+            pattern=pattern,
+            observers=() if trace is None else (trace,),
+        )
+        counts = router.stats.of(service)  # the client's statistics(), counted here
         counts.requests += 1
-
-        reached: set[int] = set()  # the attempts that went to some peer
-
-        def sent(attempt: int, peer: UUID) -> None:
-            reached.add(attempt)
-            if tracer is not None:
-                name = node.peer_name(peer) if peer in node.peers() else ""
-                tracer.record(
-                    kinds.REQUEST_SENT,
-                    rid=rid,
-                    pattern=pattern,
-                    service=service,
-                    peer=peer,
-                    peer_name=name,
-                    attempt=attempt + 1,
-                )
-
         try:
-            refused = False
-            for attempt in range(policy.attempts):
+            while (deadline := retry.next_attempt(trio.current_time())) is not None:
+                attempt = retry.attempt
                 if attempt:
                     counts.retries += 1
-                if attempt and tracer is not None:
-                    tracer.record(
-                        kinds.REQUEST_RETRIED,
-                        rid=rid,
-                        pattern=pattern,
-                        service=service,
-                        attempt=attempt + 1,
-                    )
-                refused_before, refused = refused, False
-                with trio.move_on_after(policy.attempt_timeout) as scope:
+                with trio.CancelScope(deadline=deadline) as scope:
                     reply = await _attempt(
                         router,
                         pending,
                         message,
                         functools.partial(target, attempt, pending),
-                        functools.partial(sent, attempt),
+                        retry,
                         timer=scope,
-                        policy=policy,
                     )
                     while reply.status == proto.Status.UNAVAILABLE:
                         # Refused (a passive Binary Star server): not executed.
                         counts.refused += 1
-                        refused = True
                         pending.reply = None
-                        if not refused_before and attempt + 1 < policy.attempts:
+                        if retry.refused():
                             scope.cancel()  # move on at once: the next attempt goes elsewhere
                         # Refused twice running (the pair is between states), or
                         # the last attempt: wait it out; an answer to an earlier
@@ -180,42 +208,25 @@ async def _request(
                         while pending.reply is None:
                             await pending.wait()
                         reply = pending.reply
-                    if tracer is not None:
-                        tracer.record(
-                            kinds.REQUEST_ANSWERED,
-                            rid=rid,
-                            pattern=pattern,
-                            service=service,
-                            peer=pending.replied_by,
-                            status=reply.status,
-                            latency=round(trio.current_time() - started, 6),
-                            attempt=attempt + 1,
-                        )
+                    now = trio.current_time()
+                    retry.answered(reply.status, pending.replied_by, now)
                     ok = reply.status == proto.Status.OK
-                    ClientStats.answered(counts, trio.current_time() - started, ok)
+                    ClientStats.answered(counts, now - retry.started, ok)
                     if ok:
                         return reply.body
                     raise RemoteError(reply.status, reply.body)
-                if scope.cancelled_caught and not refused:
+                if scope.cancelled_caught and retry.timed_out():
                     router.timed_out(pending)
                     log.debug(
                         "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe
                     )
             counts.abandoned += 1
-            if tracer is not None:
-                tracer.record(
-                    kinds.REQUEST_ABANDONED,
-                    rid=rid,
-                    pattern=pattern,
-                    service=service,
-                    attempt=policy.attempts,
-                )
             raise RequestAbandoned(
                 request_id,
                 policy.attempts,
                 describe,
-                sent=len(reached),
-                waited=trio.current_time() - started,
+                sent=retry.reached,
+                waited=trio.current_time() - retry.started,
             )
         finally:
             router.close(request_id)

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final, final
 from uuid import UUID
 
-import attrs
 import trio
 from trio_util import RepeatedEvent
 
 from .. import EventStream, Exit, Leave, Node, Silent, Whisper
-from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
 from ._errors import PatternError
+from ._port import PatternPort, open_port
+from ._retry import RetryPolicy
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -183,35 +182,6 @@ class RemoteError(PatternError):
         super().__init__(f"status {status}: {detail}" if detail else f"status {status}")
 
 
-@final
-@attrs.frozen
-class RetryPolicy:
-    """How long to wait for each attempt, and how many attempts to make.
-
-    Defaults follow the Guide's Lazy Pirate: 2.5 s per attempt, 3 attempts.
-    An attempt is timed until its server says ACCEPTED (it holds the
-    request); from then on it waits for the reply as long as that server
-    is present and responsive, or for ``hold_timeout`` seconds if that is
-    set (to retry a handler that may hang; the retry may run it twice).
-    Bad input: a non-positive or non-finite ``attempt_timeout`` or fewer
-    than one attempt raises ``ValueError`` at construction.
-    """
-
-    attempt_timeout: float = 2.5
-    attempts: int = 3
-    hold_timeout: float | None = None
-
-    def __attrs_post_init__(self) -> None:
-        timeout = self.attempt_timeout
-        if not (isinstance(timeout, int | float) and timeout > 0 and math.isfinite(timeout)):
-            raise ValueError(f"attempt_timeout must be a positive number of seconds: {timeout!r}")
-        if not isinstance(self.attempts, int) or self.attempts < 1:
-            raise ValueError(f"attempts must be a whole number >= 1: {self.attempts!r}")
-        hold = self.hold_timeout
-        if hold is not None and not (isinstance(hold, int | float) and hold > 0):
-            raise ValueError(f"hold_timeout must be None or a positive number of seconds: {hold!r}")
-
-
 def new_request_id() -> int:
     """A random 64-bit id: unique enough across clients without coordination."""
     return random.getrandbits(64)
@@ -344,18 +314,23 @@ class ReplyRouter:
         self.suspicion: dict[UUID, int] = {}
         self._membership = RepeatedEvent()
         self.stats = ClientStats()  # what the client's requests met (its statistics())
+        self.port: PatternPort | None = None  # set by open_reply_router
 
     def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:
             raise ValueError(f"request id {request_id:#x} is already in flight")
         pending = _Pending(request_id, service)
         self._pending[request_id] = pending
+        if self.port is not None:
+            self.port.claim(request_id, self)
         return pending
 
     def close(self, request_id: int) -> None:
         pending = self._pending.pop(request_id, None)
         if pending is not None:
             self._unload(pending)
+            if self.port is not None:
+                self.port.release(request_id, self)
 
     def send_to(self, pending: _Pending, peer: UUID) -> None:
         """Record that ``pending`` is about to go to ``peer``."""
@@ -388,6 +363,12 @@ class ReplyRouter:
         await self._membership.wait()
 
     async def run(self, events: EventStream) -> None:
+        """Read ``events`` and route them (a router with a subscription of its own).
+
+        :func:`open_reply_router` does not use it: there the node's
+        :class:`~trizre.patterns._port.PatternPort` decodes once and calls
+        :meth:`on_message` and :meth:`on_event`.
+        """
         async for event in events:
             if isinstance(event, Whisper):
                 try:
@@ -395,25 +376,34 @@ class ReplyRouter:
                 except proto.PatternDecodeError as exc:
                     log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
                     continue
-                if isinstance(message, proto.Reply):
-                    self._on_reply(event.peer, message)
-                elif isinstance(message, proto.Accepted):
-                    self._on_accepted(event.peer, message)
+                if isinstance(message, proto.Reply | proto.Accepted):
+                    self.on_message(event.peer, message)
                 continue
-            if isinstance(event, Exit):
-                self.suspicion.pop(event.peer, None)
-            if isinstance(event, Exit | Silent | Leave):
-                group = event.group if isinstance(event, Leave) else None
-                for pending in self._pending.values():
-                    if (
-                        pending.current == event.peer
-                        and pending.reply is None
-                        and (group is None or (group and group == pending.service))
-                    ):
-                        self._unload(pending)
-                        pending.lost = True
-                        pending.wake()
-            self._membership.set()
+            self.on_event(event)
+
+    def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
+        """A REPLY or ACCEPTED from ``peer``: to the request waiting for it, or dropped."""
+        if isinstance(message, proto.Reply):
+            self._on_reply(peer, message)
+        else:
+            self._on_accepted(peer, message)
+
+    def on_event(self, event: object) -> None:
+        """A node event other than a WHISPER: presence changes wake the requests they concern."""
+        if isinstance(event, Exit):
+            self.suspicion.pop(event.peer, None)
+        if isinstance(event, Exit | Silent | Leave):
+            group = event.group if isinstance(event, Leave) else None
+            for pending in self._pending.values():
+                if (
+                    pending.current == event.peer
+                    and pending.reply is None
+                    and (group is None or (group and group == pending.service))
+                ):
+                    self._unload(pending)
+                    pending.lost = True
+                    pending.wake()
+        self._membership.set()
 
     def timed_out(self, pending: _Pending) -> None:
         """An attempt to ``pending.current`` went unanswered: suspect it."""
@@ -448,14 +438,13 @@ class ReplyRouter:
 
 @asynccontextmanager
 async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncIterator[ReplyRouter]:
-    """A reply router with its own event subscription and task."""
+    """A reply router fed by the node's pattern port (one decode per envelope per node)."""
     router = ReplyRouter(node, max_in_flight)
-    events = node.events()
-    with unwrap_single_exception_group():
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(router.run, events)
-            try:
-                yield router
-            finally:
-                events.close()
-                nursery.cancel_scope.cancel()
+    async with open_port(node) as port:
+        router.port = port
+        port.add_router(router)
+        try:
+            yield router
+        finally:
+            port.remove_router(router)
+            router.port = None

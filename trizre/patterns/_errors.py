@@ -6,7 +6,7 @@ pattern errors too, without importing the Trio side of the patterns.
 
 from __future__ import annotations
 
-from .. import TrizreError
+from .._errors import TrizreError
 
 __all__ = ["PatternError"]
 

@@ -6,20 +6,27 @@ import bisect
 import inspect
 import logging
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, final
 from uuid import UUID
 
-import attrs
 import trio
 
 from .. import Join, Node, NodeError, Whisper
 from .._concurrency import unwrap_single_exception_group
 from ..trace import _contract as kinds
+from . import _admission as adm
 from . import _protocol as proto
+from ._admission import (
+    _IN_PROGRESS,  # noqa: F401 -- where tests and older code find it
+    Gate,
+    IncomingRequest,
+    ReplyCache,
+)
 from ._common import LATENCY_BUCKETS
+from ._port import open_port
 from ._status import STATUS_GROUP, encode_status
 
 __all__ = [
@@ -40,18 +47,6 @@ STATS_INTERVAL: Final = 5.0
 Counters go out at most this often, and only while they change and a
 watcher is in the status group: an idle server, or one nobody watches,
 sends nothing and its announcing task sleeps."""
-
-
-@final
-@attrs.frozen
-class IncomingRequest:
-    """A request as a handler sees it."""
-
-    peer: UUID
-    name: str
-    request_id: int
-    service: str
-    body: tuple[bytes, ...]
 
 
 class ReplyWith(Exception):
@@ -76,8 +71,6 @@ class ReplyWith(Exception):
 Handler = Callable[[IncomingRequest], Awaitable[bytes | Sequence[bytes]]]
 """An async function answering a request with one frame or a sequence of frames."""
 
-Gate = Callable[[IncomingRequest], "int | None"]
-
 
 def check_service_name(service: str) -> None:
     """Raise ``ValueError`` for a name that cannot be a service.
@@ -93,85 +86,9 @@ def check_service_name(service: str) -> None:
         raise ValueError(f"{service!r}: mmi.* names are reserved for the management interface")
 
 
-_IN_PROGRESS: Final = object()
-
 # A runner lets the other tasks run at least this often (seconds) while it
 # runs requests back to back: a handler need not yield.
 _RUN_SLICE: Final = 0.001
-
-
-@final
-class ReplyCache:
-    """Remembers replies by (client, request id) so a retried request runs once.
-
-    Opt-in, for non-idempotent services: a retry of a request that is still
-    held is answered ACCEPTED (its reply will come), a retry of a finished
-    one gets the stored reply again without running the handler.  Entries
-    are dropped beyond ``max_entries`` (oldest first) or after ``max_age``
-    seconds; a retry that arrives later than that runs again.
-
-    ``per_client=False`` keys by request id alone: for clients that give
-    their requests stable ids and may come back as another node (Titanic,
-    restarted, asks again with a new UUID).  Ids must then be unique
-    across clients (random 64-bit ids are).
-
-    Bad input: ``max_entries < 1`` or a non-positive ``max_age`` raises
-    ``ValueError``.
-    """
-
-    def __init__(
-        self, max_entries: int = 10_000, max_age: float = 300.0, *, per_client: bool = True
-    ) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
-        if not (max_age > 0 and math.isfinite(max_age)):
-            raise ValueError(f"max_age must be a positive number of seconds, got {max_age}")
-        self.max_entries = max_entries
-        self.max_age = max_age
-        self.per_client = per_client
-        self._entries: OrderedDict[tuple[UUID | None, int], tuple[float, object]] = OrderedDict()
-        self.hits = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def key(self, request: IncomingRequest) -> tuple[UUID | None, int]:
-        """What this cache knows ``request`` by."""
-        return (request.peer if self.per_client else None, request.request_id)
-
-    def _expire(self, now: float) -> None:
-        entries = self._entries
-        while entries and (
-            len(entries) > self.max_entries or next(iter(entries.values()))[0] + self.max_age < now
-        ):
-            entries.popitem(last=False)
-
-    def lookup(self, key: tuple[UUID | None, int], now: float) -> proto.Reply | object | None:
-        """The stored reply; a marker object while the request is still running;
-        ``None`` if never seen or forgotten.  ``hits`` counts stored replies found.
-        """
-        self._expire(now)
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if isinstance(entry[1], proto.Reply):
-            self.hits += 1
-        return entry[1]
-
-    def start(self, key: tuple[UUID | None, int], now: float) -> None:
-        """Mark ``key`` as running (the newest entry)."""
-        self._entries[key] = (now, _IN_PROGRESS)
-        self._entries.move_to_end(key)
-        self._expire(now)
-
-    def finish(self, key: tuple[UUID | None, int], reply: proto.Reply, now: float) -> None:
-        if key in self._entries:
-            self._entries[key] = (now, reply)
-            self._entries.move_to_end(key)
-        self._expire(now)
-
-    def forget(self, key: tuple[UUID | None, int]) -> None:
-        self._entries.pop(key, None)
 
 
 @final
@@ -179,8 +96,7 @@ class Server:
     """A running server: what :func:`open_server` yields.
 
     Create it with :func:`open_server`, never directly: the constructor
-    checks nothing (bad input is :func:`open_server`'s to reject) and it
-    subscribes to the node's events, which only the server's tasks read.
+    checks nothing (bad input is :func:`open_server`'s to reject).
 
     Its counters are for tests and monitoring: ``received`` requests for
     it, ``executed`` handler runs, ``replied`` replies sent (cached resends
@@ -191,6 +107,14 @@ class Server:
     waiting; ``held`` is the number of requests it holds now, running or
     waiting.  Watchers get them, with a histogram of handler times, in the
     status's ``stats`` (at most every :data:`STATS_INTERVAL` seconds).
+    ``unsent`` (not in the stats) counts answers that ran nothing (a 503,
+    an ACCEPTED again, a cached reply) dropped because as many answers as
+    the server may hold were already waiting for slow clients; their
+    clients retry after their attempt timeout.
+
+    The rules are :class:`~trizre.patterns._admission.Admission`'s; requests
+    come from the node's :class:`~trizre.patterns._port.PatternPort`
+    through :meth:`deliver`.
     """
 
     def __init__(
@@ -209,13 +133,17 @@ class Server:
         self.node = node
         self._tracer = node.tracer  # set for the node's life before it is yielded
         self.service = service
-        self.received = 0
-        self.executed = 0
-        self.replied = 0
-        self.retried = 0
-        self.accepted = 0
-        self.refused = 0
-        self.shed = 0
+        # The admission rules and their counters (pure); the trace watches its decisions.
+        self._core = adm.Admission(
+            capacity=max_concurrency + max_queued,
+            accept_after=accept_after,
+            cache=reply_cache,
+            gate=gate,
+            observer=self._observe if self._tracer is not None else None,
+        )
+        self.unsent = 0  # answers not run (refusals, ...) dropped: the outbox was full
+        self._failure: BaseException | None = None  # the gate raised: the server stops
+        self._failed = trio.lowlevel.ParkingLot()
         # Handler times: a count per LATENCY_BUCKETS bound (and one above), and their sum.
         self._latency = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
@@ -225,7 +153,6 @@ class Server:
         self._stats_idle = True  # the announcing task waits for a change to count
         self._handler = handler
         self._cache = reply_cache
-        self._gate = gate
         self._hide_errors = hide_errors
         self._wanted = service or ""
         # Held requests wait here for a runner: a pool of tasks, started as
@@ -239,16 +166,14 @@ class Server:
         self._nursery: trio.Nursery | None = None  # where runners start (set by _serve)
         self._max_concurrency = max_concurrency
         self._capacity = max_concurrency + max_queued
-        self._events = node.events()
-        # Replies that could not go at once (the client's queue was full)
-        # wait here, in order, for one task that waits for room.
-        self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted]] = deque()
+        # Answers that could not go at once (the client's queue was full)
+        # wait here, in order, for one task that waits for room.  Replies
+        # to held requests always wait; answers that ran nothing (refusals,
+        # ACCEPTED again, cached replies) wait only while fewer than
+        # _capacity are waiting, beyond which they are counted unsent.
+        self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted, bool]] = deque()
         self._outbox_ready = trio.lowlevel.ParkingLot()
-        # Held requests not yet answered ACCEPTED, oldest first, with when they are due.
-        self._unaccepted: dict[tuple[UUID, int], tuple[IncomingRequest, float]] = {}
-        self._accept_after = accept_after
         self._accept_due = trio.lowlevel.ParkingLot()
-        self._holding: set[tuple[UUID, int]] = set()  # (client, request id) held here
         # What watchers are told (trizre.patterns._status); None in the targets: the group.
         self.status: dict[str, Any] = (
             {"key": f"service:{service}", "kind": "service", "service": service}
@@ -343,74 +268,133 @@ class Server:
         except trio.ClosedResourceError:
             return False
 
+    # Counters (see the class docstring), kept by the admission core.
+    @property
+    def received(self) -> int:
+        return self._core.received
+
+    @property
+    def executed(self) -> int:
+        return self._core.executed
+
+    @property
+    def replied(self) -> int:
+        return self._core.replied
+
+    @property
+    def retried(self) -> int:
+        return self._core.retried
+
+    @property
+    def accepted(self) -> int:
+        return self._core.accepted
+
+    @property
+    def refused(self) -> int:
+        return self._core.refused
+
+    @property
+    def shed(self) -> int:
+        return self._core.shed
+
     @property
     def held(self) -> int:
         """Requests held now: running, or waiting for a free handler."""
-        return len(self._holding)
+        return self._core.held
 
-    def _trace(self, kind: str, request: IncomingRequest, **fields: object) -> None:
-        if (tracer := self._tracer) is not None:
-            tracer.record(
-                kind,
-                rid=f"{request.request_id:016x}",
-                client=request.peer,
-                service=request.service,
-                **fields,
-            )
+    def _observe(self, decision: adm.Decision) -> None:
+        """The trace of the admission core's decisions (``docs/traces.md``, server side)."""
+        tracer = self._tracer
+        assert tracer is not None
+        kind: str
+        fields: dict[str, object] = {}
+        if isinstance(decision, adm.Received):
+            kind = kinds.REQUEST_RECEIVED
+        elif isinstance(decision, adm.Refused):
+            kind, fields = kinds.REQUEST_REFUSED, {"status": decision.status}
+        elif isinstance(decision, adm.CachedReply):
+            kind = kinds.DEDUPE_HIT
+        elif isinstance(decision, adm.Executed):
+            kind, fields = kinds.REQUEST_EXECUTED, {"idempotent": decision.idempotent}
+        elif isinstance(decision, adm.Replied) and decision.status is not None:
+            kind, fields = kinds.REPLY_SENT, {"status": decision.status}
+        else:
+            return  # held again, running elsewhere, admitted, ACCEPTED: not traced
+        request = decision.request
+        tracer.record(
+            kind,
+            rid=f"{request.request_id:016x}",
+            client=request.peer,
+            service=request.service,
+            **fields,
+        )
 
-    async def _serve(self, nursery: trio.Nursery) -> None:
-        """Read requests for us and hand each to a runner (held in order while all are busy).
+    def deliver(self, peer: UUID, name: str, message: proto.Request) -> None:
+        """A request for this server arrived (from the port, or :meth:`_serve`); never waits.
 
-        It never waits for a free handler: a request held here is answered
+        The admission core decides; this carries it out: a held request
+        goes to a runner, a refusal or a cached reply to the outbox.  It
+        never waits for a free handler: a request held here is answered
         ACCEPTED by :meth:`_accept` if it is not answered within
         ``accept_after``, so its client stops timing it (README §5.4).
+        A gate that raises stops the server with its exception.
+        """
+        if self._failure is not None:
+            return
+        request = IncomingRequest(peer, name, message.request_id, message.service, message.body)
+        try:
+            verdict = self._core.admit(request, trio.current_time())
+        except Exception as exc:
+            self._failure = exc
+            self._failed.unpark_all()
+            return
+        if self._stats_idle:
+            self.stats_changed()
+        if isinstance(verdict, adm.Admitted):
+            if self._accept_due:  # an empty ParkingLot's unpark still costs ~1 us
+                self._accept_due.unpark()
+            self._waiting.append(request)
+            self._summon()
+        elif isinstance(verdict, adm.Refused):
+            # Not executed: the client tries another worker (README §7).
+            self._answer(request, proto.Reply(request.request_id, verdict.status), record=False)
+        elif isinstance(verdict, adm.HeldAgain):
+            self._answer(request, proto.Accepted(request.request_id))
+        elif isinstance(verdict, adm.CachedReply):
+            self._answer(request, verdict.reply)
+        # RunningElsewhere: no answer; the client asks again and finds it stored.
+
+    def watcher_joined(self, peer: UUID) -> None:
+        """A watcher joined the status group: it is sent the status."""
+        self._announce(peer)
+
+    async def _watch_failure(self) -> None:
+        """Raise what the gate raised, out of the server's block."""
+        while self._failure is None:
+            await self._failed.park()
+        raise self._failure
+
+    async def _serve(self, nursery: trio.Nursery) -> None:
+        """Read the node's events with a subscription of its own, and serve.
+
+        :func:`open_server` does not use it (the node's port reads for
+        every pattern there); it is for a server run by itself.
         """
         self._nursery = nursery
-        async for event in self._events:
+        async for event in self.node.events():
             if not isinstance(event, Whisper):
                 if isinstance(event, Join) and event.group == STATUS_GROUP:
-                    self._announce(event.peer)  # a watcher arrived
+                    self.watcher_joined(event.peer)
                 continue
             try:
                 message = proto.decode(event.frames)
             except proto.PatternDecodeError as exc:
                 log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
                 continue
-            if not isinstance(message, proto.Request) or message.service != self._wanted:
-                continue
-            self.received += 1
-            if self._stats_idle:
-                self.stats_changed()
-            request = IncomingRequest(
-                event.peer, event.name, message.request_id, message.service, message.body
-            )
-            self._trace(kinds.REQUEST_RECEIVED, request)
-            if self._gate is not None and (status := self._gate(request)) is not None:
-                self.refused += 1
-                self._trace(kinds.REQUEST_REFUSED, request, status=status)
-                await _reply(self.node, event.peer, proto.Reply(request.request_id, status))
-                continue
-            key = (request.peer, request.request_id)
-            if key in self._holding:
-                # A retry of a request held here (our ACCEPTED was late): say it again.
-                self.retried += 1
-                self._queue(request, proto.Accepted(request.request_id))
-                continue
-            if self.held >= self._capacity:
-                # Not executed: the client tries another worker (README §7).
-                self.shed += 1
-                self._trace(kinds.REQUEST_REFUSED, request, status=proto.Status.UNAVAILABLE)
-                reply = proto.Reply(request.request_id, proto.Status.UNAVAILABLE)
-                await _reply(self.node, event.peer, reply)
-                continue
-            if self._cache is not None and not self._start_cached(request):
-                continue
-            self._holding.add(key)
-            self._unaccepted[key] = (request, trio.current_time() + self._accept_after)
-            if self._accept_due:  # an empty ParkingLot's unpark still costs ~1 us
-                self._accept_due.unpark()
-            self._waiting.append(request)
-            self._summon()
+            if isinstance(message, proto.Request) and message.service == self._wanted:
+                self.deliver(event.peer, event.name, message)
+                if self._failure is not None:
+                    raise self._failure
 
     async def _accept(self) -> None:
         """Say ACCEPTED for each request held ``accept_after`` without a reply.
@@ -418,53 +402,52 @@ class Server:
         A request answered sooner costs no ACCEPTED: fast handlers pay
         nothing for it.
         """
-        unaccepted = self._unaccepted
+        core = self._core
         while True:
-            while not unaccepted:
+            due = core.next_accept()
+            if due is None:
                 await self._accept_due.park()
-            key, (request, due) = next(iter(unaccepted.items()))
-            if trio.current_time() < due:
+            elif trio.current_time() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
-                continue
-            del unaccepted[key]
-            self._queue(request, proto.Accepted(request.request_id))
+            else:
+                for accept in core.accepts_due(trio.current_time()):
+                    self._queue(accept.request, proto.Accepted(accept.request.request_id))
 
-    def _queue(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
-        """Send a reply (or an ACCEPTED) now if the client has room, else queue it."""
+    def _answer(
+        self,
+        request: IncomingRequest,
+        message: proto.Reply | proto.Accepted,
+        *,
+        record: bool = True,
+    ) -> None:
+        """Send an answer that ran nothing; counted unsent if the outbox is full."""
+        if len(self._outbox) >= self._capacity:
+            self.unsent += 1
+            log.debug(
+                "outbox full: answer to %#x from %s not sent", request.request_id, request.peer
+            )
+            return
+        self._queue(request, message, record=record)
+
+    def _queue(
+        self,
+        request: IncomingRequest,
+        message: proto.Reply | proto.Accepted,
+        *,
+        record: bool = True,
+    ) -> None:
+        """Send a reply (or an ACCEPTED) now if the client has room, else queue it.
+
+        ``record``: count it (and trace a reply) once sent; refusals are not.
+        """
         if not self._outbox:
             sent = _reply_nowait(self.node, request.peer, message)
             if sent is not None:
-                if sent:
-                    self._replied(request, message)
+                if sent and record:
+                    self._core.sent(request, message)
                 return
-        self._outbox.append((request, message))
+        self._outbox.append((request, message, record))
         self._outbox_ready.unpark()
-
-    def _replied(self, request: IncomingRequest, message: proto.Reply | proto.Accepted) -> None:
-        if isinstance(message, proto.Reply):
-            self.replied += 1
-            self._trace(kinds.REPLY_SENT, request, status=message.status)
-        else:
-            self.accepted += 1
-
-    def _start_cached(self, request: IncomingRequest) -> bool:
-        """Consult the reply cache: False when the request must not run (again)."""
-        assert self._cache is not None
-        key = self._cache.key(request)
-        cached = self._cache.lookup(key, trio.current_time())
-        if cached is not None:
-            self.retried += 1
-        if isinstance(cached, proto.Reply):
-            self._trace(kinds.DEDUPE_HIT, request)
-            self._queue(request, cached)
-            return False
-        if cached is not None:
-            # Running for another client (per_client=False: a Titanic that
-            # restarted asks again). Its reply goes to the first one; this
-            # one gets no ACCEPTED, so it asks again, and finds it stored.
-            return False
-        self._cache.start(key, trio.current_time())
-        return True
 
     def _summon(self) -> None:
         """Send a runner to the queue, unless one is on its way or none is free.
@@ -505,19 +488,12 @@ class Server:
     def _drop_waiting(self) -> None:
         """Forget the requests no runner took (the server is stopping): none ran."""
         while self._waiting:
-            request = self._waiting.popleft()
-            if self._cache is not None:
-                self._cache.forget(self._cache.key(request))  # a retry must run it
-            key = (request.peer, request.request_id)
-            self._holding.discard(key)
-            self._unaccepted.pop(key, None)
+            self._core.abandoned(self._waiting.popleft())  # a retry must run it
 
     async def _run_one(self, request: IncomingRequest) -> None:
-        key = (request.peer, request.request_id)
-        cache_key = self._cache.key(request) if self._cache is not None else key
+        core = self._core
         try:
-            self.executed += 1
-            self._trace(kinds.REQUEST_EXECUTED, request, idempotent=self._cache is not None)
+            core.started(request)
             started = trio.current_time()
             try:
                 frames = _as_frames(await self._handler(request))
@@ -535,16 +511,11 @@ class Server:
             took = trio.current_time() - started
             self._latency[bisect.bisect_left(LATENCY_BUCKETS, took)] += 1
             self._latency_sum += took
-            if self._cache is not None:
-                self._cache.finish(cache_key, reply, trio.current_time())
+            core.finished(request, reply, trio.current_time())
             self._queue(request, reply)
         except BaseException:
-            if self._cache is not None:
-                self._cache.forget(cache_key)  # not finished: a retry must run it
+            core.abandoned(request)  # not finished: a retry must run it
             raise
-        finally:
-            self._holding.discard(key)
-            self._unaccepted.pop(key, None)
 
     def _error(self, exc: Exception) -> tuple[bytes, ...]:
         """A 500's body: the exception's type and message, unless hidden."""
@@ -560,9 +531,9 @@ class Server:
                 await self._outbox_ready.park()
             # Empty again after this loop: parking is this task's schedule point.
             while outbox:
-                request, message = outbox[0]
-                if await _reply(self.node, request.peer, message):
-                    self._replied(request, message)
+                request, message, record = outbox[0]
+                if await _reply(self.node, request.peer, message) and record:
+                    self._core.sent(request, message)
                 outbox.popleft()
 
 
@@ -685,18 +656,21 @@ async def open_server(
         gate=_gate,
         hide_errors=hide_errors,
     )
+    wanted = service or ""
     with unwrap_single_exception_group():
-        async with trio.open_nursery() as nursery:
-            if service is not None:
-                await node.join(service)
-            nursery.start_soon(server._serve, nursery)
-            nursery.start_soon(server._send_replies)
-            nursery.start_soon(server._accept)
-            nursery.start_soon(server._send_status)
+        async with open_port(node) as port, trio.open_nursery() as nursery:
+            server._nursery = nursery  # where runners start
+            port.add_server(wanted, server)
             try:
+                if service is not None:
+                    await node.join(service)
+                nursery.start_soon(server._send_replies)
+                nursery.start_soon(server._accept)
+                nursery.start_soon(server._send_status)
+                nursery.start_soon(server._watch_failure)
                 yield server
             finally:
-                server._events.close()
+                port.remove_server(wanted, server)
                 nursery.cancel_scope.cancel()
                 server._drop_waiting()
                 if service is not None:

@@ -1,0 +1,364 @@
+"""One port per node: each envelope decoded once, routed to the pattern it is for.
+
+Several patterns on one node share the node's
+:class:`~trizre.patterns._port.PatternPort`; these tests count decodes,
+stall one service while another answers, and move the port's reading task
+from one user to another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+import trio
+import trio.testing
+
+import trizre
+from tests.support.nodes import FAST, free_udp_port
+from trizre import patterns
+from trizre.patterns import IncomingRequest, RetryPolicy, _port
+from trizre.patterns import _protocol as proto
+
+_decode = proto.decode  # the real one, even while a test counts the patterns' calls
+
+
+def answering(label: bytes) -> patterns.Handler:
+    async def handler(request: IncomingRequest) -> list[bytes]:
+        return [label, *request.body]
+
+    return handler
+
+
+async def _requests_and_replies(
+    client: trizre.Node, server: trizre.Node, service: str, count: int
+) -> list[proto.Reply]:
+    """Send ``count`` requests for ``service`` by hand and read their replies by hand."""
+    replies: list[proto.Reply] = []
+    async with client.events() as events:
+        for request_id in range(1, count + 1):
+            request = proto.Request(request_id, service, (b"x",))
+            await client.whisper(server.uuid, *proto.encode(request))
+        async for event in events:
+            if isinstance(event, trizre.Whisper):
+                message = _decode(event.frames)  # not counted
+                if isinstance(message, proto.Reply):
+                    replies.append(message)
+                    if len(replies) == count:
+                        break
+    return replies
+
+
+async def test_three_patterns_on_one_node_decode_each_envelope_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two servers and a client router on one node: one decode per envelope, not three."""
+    calls = 0
+    real = proto.decode
+
+    def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
+        nonlocal calls
+        calls += 1
+        return real(frames)
+
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a"),
+            patterns.open_server(w, answering(b"b"), service="b"),
+            patterns.open_service_client(w),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            await w.wait_for_peer("c")
+            monkeypatch.setattr(proto, "decode", counting)
+            replies = await _requests_and_replies(c, w, "a", 10)
+            assert sorted(reply.request_id for reply in replies) == list(range(1, 11))
+            assert all(reply.body == (b"a", b"x") for reply in replies)
+            # The client node "c" decodes nothing through the patterns (no
+            # pattern runs there); node "w" decoded each request once.
+            assert calls == 10
+
+
+async def test_a_stalled_service_does_not_stop_another_service_on_the_same_node() -> None:
+    release, started = trio.Event(), trio.Event()
+    stalled: list[int] = []
+
+    async def stuck(request: IncomingRequest) -> bytes:
+        stalled.append(request.request_id)
+        started.set()
+        await release.wait()
+        return b"late"
+
+    port = free_udp_port()
+    policy = RetryPolicy(attempt_timeout=5.0, attempts=1)
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, stuck, service="slow", max_concurrency=1, max_queued=2),
+            patterns.open_server(w, answering(b"fast"), service="fast"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+            patterns.open_service_client(c, policy) as client,
+            trio.open_nursery() as nursery,
+        ):
+            await client.wait_for_service("slow")
+            await client.wait_for_service("fast")
+
+            async def ask_slow() -> None:
+                # Held (ACCEPTED), or refused once the slow server is full.
+                with trio.move_on_after(10), pytest.raises(patterns.PatternError):
+                    await client.request("slow", b"x")
+
+            for _ in range(6):
+                nursery.start_soon(ask_slow)
+            await started.wait()
+            for i in range(20):
+                assert await client.request("fast", str(i).encode()) == (b"fast", str(i).encode())
+            assert stalled == stalled[:1]  # one handler, still stuck
+            release.set()
+            nursery.cancel_scope.cancel()
+
+
+async def test_patterns_on_one_node_share_one_port_that_outlives_its_first_user() -> None:
+    """The port's reader runs in the first user's nursery; it moves when that user leaves."""
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"w"), service="echo"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            first_done = trio.Event()
+            stop_first = trio.Event()
+            ports: list[_port.PatternPort] = []
+
+            async def first_user() -> None:
+                async with _port.open_port(c) as shared:
+                    ports.append(shared)
+                    first_done.set()
+                    await stop_first.wait()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first_user)
+                await first_done.wait()
+                async with patterns.open_service_client(c) as client:
+                    async with _port.open_port(c) as mine:
+                        assert mine is ports[0]  # one port per node
+                        assert mine.statistics()["users"] == 3
+                    await client.wait_for_service("echo")
+                    assert await client.request("echo", b"1") == (b"w", b"1")
+                    stop_first.set()  # the reader's host leaves; the client goes on
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert ports[0].statistics()["users"] == 1
+                    for i in range(5):
+                        body = str(i).encode()
+                        assert await client.request("echo", body) == (b"w", body)
+                    assert ports[0].statistics()["decoded"] == 6
+            # The last user left: a new port subscribes afresh.
+            async with _port.open_port(c) as fresh:
+                assert fresh is not ports[0]
+
+
+async def test_a_port_for_a_stopped_node_reads_only_stop() -> None:
+    async with trizre.open_node("gone", beacon_port=free_udp_port(), **FAST) as node:
+        pass
+    with trio.fail_after(5):
+        async with _port.open_port(node) as port:
+            await trio.testing.wait_all_tasks_blocked()  # its reader read Stop and ended
+            assert port.closed
+            stats: dict[str, Any] = port.statistics()
+            assert stats["decoded"] == 0
+
+
+async def test_a_request_for_a_service_nobody_here_offers_is_counted_unserved() -> None:
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a") as server,
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            await c.whisper(w.uuid, *proto.encode(proto.Request(1, "elsewhere", ())))
+            await c.whisper(w.uuid, b"TZRP-not-quite")  # malformed pattern traffic
+            async with _port.open_port(w) as shared:
+                # Answered after the two before it (one peer's messages keep their order).
+                assert len(await _requests_and_replies(c, w, "a", 1)) == 1
+                assert (shared.unserved, shared.malformed, server.received) == (1, 1, 1)
+
+
+# ================================================ the trace, from the cores' decisions
+
+_PATTERN_KINDS = {
+    "request-sent",
+    "request-retried",
+    "worker-chosen",
+    "request-answered",
+    "request-abandoned",
+    "request-received",
+    "request-executed",
+    "reply-sent",
+    "dedupe-hit",
+    "request-refused",
+}
+
+
+def _pattern_lines(directory: Path, names: dict[str, str]) -> dict[str, list[str]]:
+    """Each node's pattern trace lines, times and the node's own fields left out, UUIDs named."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record["kind"] not in _PATTERN_KINDS:
+                continue
+            node = record["name"]
+            for key in ("v", "t", "m", "node", "name", "latency"):
+                record.pop(key, None)
+            shown = [f"{key}={names.get(value, value)}" for key, value in record.items()]
+            found.setdefault(node, []).append(" ".join(shown))
+    return found
+
+
+async def test_the_trace_lines_are_those_of_docs_traces(tmp_path: Path) -> None:
+    """Written by observers of the cores' decisions: the same lines, fields and order as before."""
+
+    async def echo(request: IncomingRequest) -> tuple[bytes, ...]:
+        return request.body
+
+    async def fail(request: IncomingRequest) -> bytes:
+        raise RuntimeError("boom")
+
+    port = free_udp_port()
+    options: dict[str, Any] = {"beacon_port": port, "trace_dir": tmp_path, **FAST}
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", **options) as w,
+            patterns.open_server(w, echo, service="echo", reply_cache=patterns.ReplyCache()),
+            patterns.open_server(w, fail, service="fail"),
+            patterns.open_server(w, echo, service="closed", _gate=lambda request: 503),
+            trizre.open_node("c", **options) as c,
+            patterns.open_service_client(c, RetryPolicy(0.3, 2)) as client,
+            patterns.open_lazy_pirate_client(c, "nobody", RetryPolicy(0.1, 2)) as lazy,
+        ):
+            for service in ("echo", "fail", "closed"):
+                await client.wait_for_service(service)
+            assert await client.request("echo", b"a", request_id=5) == (b"a",)
+            assert await client.request("echo", b"a", request_id=5) == (b"a",)  # cached
+            with pytest.raises(patterns.RemoteError):
+                await client.request("fail", b"x", request_id=6)
+            with pytest.raises(patterns.RequestAbandoned):
+                await client.request("closed", b"x", request_id=8)  # refused twice
+            with pytest.raises(patterns.RequestAbandoned):
+                await lazy.request(b"x")  # nobody there
+            names = {w.uuid.hex: "W", c.uuid.hex: "C"}
+    lines = _pattern_lines(tmp_path, names)
+    rid = "rid=" + "0" * 15
+    sent = "kind=request-sent {r} pattern=service service={s} peer=W peer_name=w attempt={a}"
+    chosen = "kind=worker-chosen {r} service={s} peer=W peer_name=w"
+    answered = "kind=request-answered {r} pattern=service service={s} peer=W status={st} attempt=1"
+    lazy_rid = next(line for line in lines["c"] if "lazy-pirate" in line).split()[1]
+    assert lines["c"] == [
+        chosen.format(r=rid + "5", s="echo"),
+        sent.format(r=rid + "5", s="echo", a=1),
+        answered.format(r=rid + "5", s="echo", st=200),
+        chosen.format(r=rid + "5", s="echo"),
+        sent.format(r=rid + "5", s="echo", a=1),
+        answered.format(r=rid + "5", s="echo", st=200),
+        chosen.format(r=rid + "6", s="fail"),
+        sent.format(r=rid + "6", s="fail", a=1),
+        answered.format(r=rid + "6", s="fail", st=500),
+        chosen.format(r=rid + "8", s="closed"),
+        sent.format(r=rid + "8", s="closed", a=1),
+        f"kind=request-retried {rid}8 pattern=service service=closed attempt=2",
+        chosen.format(r=rid + "8", s="closed"),
+        sent.format(r=rid + "8", s="closed", a=2),
+        f"kind=request-abandoned {rid}8 pattern=service service=closed attempt=2",
+        f"kind=request-retried {lazy_rid} pattern=lazy-pirate service= attempt=2",
+        f"kind=request-abandoned {lazy_rid} pattern=lazy-pirate service= attempt=2",
+    ]
+    server = "{k} {r} client=C service={s}"
+    assert lines["w"] == [
+        server.format(k="kind=request-received", r=rid + "5", s="echo"),
+        server.format(k="kind=request-executed", r=rid + "5", s="echo") + " idempotent=True",
+        server.format(k="kind=reply-sent", r=rid + "5", s="echo") + " status=200",
+        server.format(k="kind=request-received", r=rid + "5", s="echo"),
+        server.format(k="kind=dedupe-hit", r=rid + "5", s="echo"),
+        server.format(k="kind=reply-sent", r=rid + "5", s="echo") + " status=200",
+        server.format(k="kind=request-received", r=rid + "6", s="fail"),
+        server.format(k="kind=request-executed", r=rid + "6", s="fail") + " idempotent=False",
+        server.format(k="kind=reply-sent", r=rid + "6", s="fail") + " status=500",
+        server.format(k="kind=request-received", r=rid + "8", s="closed"),
+        server.format(k="kind=request-refused", r=rid + "8", s="closed") + " status=503",
+        server.format(k="kind=request-received", r=rid + "8", s="closed"),
+        server.format(k="kind=request-refused", r=rid + "8", s="closed") + " status=503",
+    ]
+
+
+# ======================================== a server's bounds, as the port hands it requests
+
+
+class _FullClientNode:
+    """A node whose one client never has room: every answer must wait."""
+
+    tracer = None
+
+    def __init__(self) -> None:
+        self.stuck = 0
+
+    def whisper_nowait(self, peer: object, *frames: bytes) -> bool:
+        return False
+
+    async def whisper(self, peer: object, *frames: bytes) -> None:
+        self.stuck += 1
+        await trio.sleep_forever()
+
+
+async def test_answers_that_ran_nothing_beyond_the_outbox_bound_are_counted_unsent(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    from trizre.patterns._server import Server  # noqa: PLC0415 -- the shell, by itself
+
+    node = _FullClientNode()
+    server = Server(
+        node,  # type: ignore[arg-type]
+        "work",
+        answering(b"never"),
+        max_concurrency=1,
+        max_queued=1,
+        gate=lambda request: 503,
+    )
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server._send_replies)
+            for request_id in range(10):
+                server.deliver(UUID(int=1), "c", proto.Request(request_id, "work", ()))
+            await trio.testing.wait_all_tasks_blocked()
+            # Two (the server's capacity) wait for room; the rest are counted, not lost.
+            assert (server.refused, server.unsent, node.stuck) == (10, 8, 1)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_gate_that_raises_ends_the_servers_block_with_its_error() -> None:
+    def broken(request: IncomingRequest) -> int | None:
+        raise KeyError("gate")
+
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+            patterns.open_lazy_pirate_client(c, "w", RetryPolicy(0.2, 1)) as client,
+        ):
+            with pytest.raises(KeyError, match="gate"):
+                async with patterns.open_server(w, answering(b"w"), _gate=broken):
+                    await c.wait_for_peer("w")
+                    await client.request(b"x")  # its arrival ends the server's block
+                    pytest.fail("the server went on after its gate raised")
+            # The port goes on for the other patterns on the node.
+            async with patterns.open_server(w, answering(b"w")):
+                assert await client.request(b"y") == (b"w", b"y")

@@ -1,0 +1,292 @@
+"""One port per node: every pattern on a node reads through one subscription.
+
+Pattern servers, the clients' reply routers and Binary Star servers all
+need the node's events, and all of them need WHISPER envelopes decoded.
+Each used to subscribe and decode for itself, so with k patterns on a node
+every envelope was decoded k times, and one subscriber that fell behind
+held the node's reader (``overflow="block"``) for all of them.
+
+A :class:`PatternPort` subscribes once per node, decodes each envelope
+once, and routes it:
+
+* a REQUEST to the server registered for its service (``""``: servers
+  addressed directly), through :meth:`Server.deliver
+  <trizre.patterns._server.Server.deliver>`;
+* a REPLY or ACCEPTED to the reply router whose pending table holds its
+  request id (a reply no router claims goes to every router, each of which
+  counts it ``dropped``: stale, duplicate or foreign);
+* a STATE, and the Enter and Exit events, to the Binary Star servers;
+* every other event to the routers (presence: requests to a peer that
+  exits or goes silent are resent at once) and a Join of the status group
+  to the servers (a watcher arrived).
+
+Everything the port hands over is handled in the port's own turn, without
+waiting, so no pattern can hold up another.  Each registration bounds what
+it keeps, and says what it does when full (``docs/patterns.md``, "One port
+per node"): a server holds at most ``max_concurrency + max_queued``
+requests and sheds the rest (503, counted ``shed`` and traced), its
+answers that cannot go at once wait in its outbox up to the same bound and
+beyond it are counted ``unsent``; a router's table holds at most
+``max_in_flight`` requests (more wait in ``request()``).
+
+The port lives as long as one pattern uses it: :func:`open_port` finds or
+makes the node's port and hosts its reading task in the caller's own
+nursery; when that caller leaves while others remain, the task moves to
+another caller's nursery, and the subscription (and any event buffered in
+it) carries over, in order.  Ports are per Trio run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, final
+from uuid import UUID
+
+import trio
+
+from .. import Enter, EventStream, Exit, Join, Node, Whisper
+from .._concurrency import unwrap_single_exception_group
+from . import _protocol as proto
+from ._status import STATUS_GROUP
+
+__all__ = ["PatternPort", "open_port"]
+
+log = logging.getLogger("trizre.patterns")
+
+
+class _Server(Protocol):
+    def deliver(self, peer: UUID, name: str, request: proto.Request) -> None: ...
+    def watcher_joined(self, peer: UUID) -> None: ...
+
+
+class _Router(Protocol):
+    def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None: ...
+    def on_event(self, event: object) -> None: ...
+
+
+class _Listener(Protocol):
+    def on_peer_event(self, event: Enter | Exit | Whisper, state: proto.State | None) -> None: ...
+
+
+@final
+class PatternPort:
+    """The node's one subscription for patterns, and what is registered on it.
+
+    Made and shared by :func:`open_port`; the methods below are for the
+    patterns.  Counters: ``decoded`` envelopes (once each, whoever they are
+    for), ``malformed`` pattern traffic dropped, ``unserved`` requests for
+    a service no server here offers (dropped: a request for another node's
+    server can reach this one only by mistake).
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._events: EventStream = node.events()
+        self._servers: dict[str, list[_Server]] = {}
+        self._routers: list[_Router] = []
+        # Request id -> the router(s) with it pending; usually one.
+        self._claims: dict[int, _Router | list[_Router]] = {}
+        self._listeners: list[_Listener] = []
+        self.decoded = 0
+        self.malformed = 0
+        self.unserved = 0
+        self.closed = False  # the node stopped: no event will come
+        self._hosts: list[trio.Nursery] = []
+        self._pump_host: trio.Nursery | None = None
+        self._pump_scope = trio.CancelScope()
+        self._pump_done: trio.Event | None = None
+
+    def statistics(self) -> dict[str, Any]:
+        """The port's counters and registrations, for tests and monitoring."""
+        return {
+            "users": len(self._hosts),
+            "servers": sum(len(servers) for servers in self._servers.values()),
+            "routers": len(self._routers),
+            "listeners": len(self._listeners),
+            "pending": len(self._claims),
+            "decoded": self.decoded,
+            "malformed": self.malformed,
+            "unserved": self.unserved,
+        }
+
+    # ----------------------------------------------------------- registration
+
+    def add_server(self, service: str, server: _Server) -> None:
+        """Route requests for ``service`` (``""``: addressed to this node) to ``server``.
+
+        Two servers of one service on one node both get each request (and
+        both answer it: the client takes the first reply).
+        """
+        self._servers.setdefault(service, []).append(server)
+
+    def remove_server(self, service: str, server: _Server) -> None:
+        """Route no more requests to ``server``; one not registered is ignored."""
+        servers = self._servers.get(service, [])
+        if server in servers:
+            servers.remove(server)
+        if not servers:
+            self._servers.pop(service, None)
+
+    def add_router(self, router: _Router) -> None:
+        """Give ``router`` presence events, and the replies to the ids it claims."""
+        self._routers.append(router)
+
+    def remove_router(self, router: _Router) -> None:
+        """Forget ``router`` and every request id it claimed; one not registered is ignored."""
+        if router in self._routers:
+            self._routers.remove(router)
+        for request_id in [rid for rid, claim in self._claims.items() if _holds(claim, router)]:
+            self.release(request_id, router)
+
+    def claim(self, request_id: int, router: _Router) -> None:
+        """Replies and ACCEPTEDs for ``request_id`` go to ``router`` from now on."""
+        claim = self._claims.get(request_id)
+        if claim is None:
+            self._claims[request_id] = router
+        elif isinstance(claim, list):
+            claim.append(router)
+        else:
+            self._claims[request_id] = [claim, router]  # two clients, one stable id
+
+    def release(self, request_id: int, router: _Router) -> None:
+        """``router`` no longer waits for ``request_id``; an id it never claimed is ignored."""
+        claim = self._claims.get(request_id)
+        if claim is router:
+            del self._claims[request_id]
+        elif isinstance(claim, list) and router in claim:
+            claim.remove(router)
+            if len(claim) == 1:
+                self._claims[request_id] = claim[0]
+
+    def add_listener(self, listener: _Listener) -> None:
+        """Give ``listener`` every STATE, and every Enter and Exit."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: _Listener) -> None:
+        """Give ``listener`` nothing more; one not registered is ignored."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    # ---------------------------------------------------------------- routing
+
+    def dispatch(self, event: object) -> None:
+        """Route one node event; never waits."""
+        if isinstance(event, Whisper):
+            try:
+                message = proto.decode(event.frames)
+            except proto.PatternDecodeError as exc:
+                self.malformed += 1
+                log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
+                return
+            if message is None:
+                return  # application traffic: not ours
+            self.decoded += 1
+            if isinstance(message, proto.Request):
+                servers = self._servers.get(message.service)
+                if servers is None:
+                    self.unserved += 1
+                    log.debug(
+                        "no server here for %r (request from %s)", message.service, event.peer
+                    )
+                    return
+                for server in servers:
+                    server.deliver(event.peer, event.name, message)
+            elif isinstance(message, proto.Reply | proto.Accepted):
+                claim = self._claims.get(message.request_id)
+                if claim is None:
+                    for router in self._routers:  # each counts it dropped
+                        router.on_message(event.peer, message)
+                elif isinstance(claim, list):
+                    for router in list(claim):
+                        router.on_message(event.peer, message)
+                else:
+                    claim.on_message(event.peer, message)
+            else:
+                for listener in self._listeners:
+                    listener.on_peer_event(event, message)
+            return
+        for router in self._routers:
+            router.on_event(event)
+        if isinstance(event, Enter | Exit):
+            for listener in self._listeners:
+                listener.on_peer_event(event, None)
+        elif isinstance(event, Join) and event.group == STATUS_GROUP:
+            for servers in self._servers.values():
+                for server in servers:
+                    server.watcher_joined(event.peer)
+
+    # -------------------------------------------------------------- lifecycle
+
+    def _attach(self, nursery: trio.Nursery) -> None:
+        self._hosts.append(nursery)
+        if self._pump_host is None and not self.closed:
+            self._start_pump(nursery)
+
+    def _detach(self, nursery: trio.Nursery) -> None:
+        self._hosts.remove(nursery)
+        if self._pump_host is nursery:
+            self._pump_scope.cancel()
+            self._pump_host = None
+            if self._hosts and not self.closed:
+                self._start_pump(self._hosts[-1])  # carry on in another user's nursery
+
+    def _start_pump(self, nursery: trio.Nursery) -> None:
+        previous, self._pump_done = self._pump_done, trio.Event()
+        self._pump_scope = scope = trio.CancelScope()
+        self._pump_host = nursery
+        nursery.start_soon(self._pump, scope, previous, self._pump_done)
+
+    async def _pump(
+        self, scope: trio.CancelScope, previous: trio.Event | None, done: trio.Event
+    ) -> None:
+        """Read the subscription and dispatch, until cancelled or the node stops."""
+        try:
+            with scope:
+                if previous is not None:
+                    await previous.wait()  # the last reader is out: order is kept
+                async for event in self._events:
+                    self.dispatch(event)
+                self.closed = True  # the node stopped (Stop was the last event)
+        finally:
+            done.set()
+
+
+_PORTS: trio.lowlevel.RunVar[dict[int, PatternPort]] = trio.lowlevel.RunVar("trizre_ports")
+
+
+def _holds(claim: _Router | list[_Router], router: _Router) -> bool:
+    return claim is router or (isinstance(claim, list) and router in claim)
+
+
+@asynccontextmanager
+async def open_port(node: Node) -> AsyncIterator[PatternPort]:
+    """The node's pattern port, shared by every pattern on ``node`` while any uses it.
+
+    The first user subscribes to the node's events (at once, before the
+    block's body runs: nothing after the call is missed); the port's
+    reading task runs in a nursery this block owns.  When the last user's
+    block ends, the subscription closes.  Cancellation: leaving the block
+    on cancellation is as leaving it normally.  A ``node`` that has
+    stopped gives a port that reads only :class:`~trizre.Stop`.
+    """
+    try:
+        ports = _PORTS.get()
+    except LookupError:
+        ports = {}
+        _PORTS.set(ports)
+    port = ports.get(id(node))
+    if port is None or port.node is not node:
+        port = ports[id(node)] = PatternPort(node)
+    with unwrap_single_exception_group():
+        async with trio.open_nursery() as nursery:
+            port._attach(nursery)
+            try:
+                yield port
+            finally:
+                port._detach(nursery)
+                if not port._hosts:
+                    if ports.get(id(node)) is port:
+                        del ports[id(node)]
+                    port._events.close()

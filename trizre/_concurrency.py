@@ -3,8 +3,9 @@
 The library's own wake-ups, queues and per-run state live here, built once
 on ``trio.lowlevel`` and tested by themselves (tests/node/test_concurrency.py),
 so that the node, the links, the fan-out and the patterns need no
-``trio.lowlevel`` of their own (only the socket layer, ``transport/_zsock.py``,
-talks to it directly as well):
+``trio.lowlevel`` of their own.  Besides this module only the socket layer
+(``transport/_zsock.py``) and the conformance agent's process use it;
+tests/unit/test_lowlevel_confined.py keeps it so.
 
 * :class:`Wakeup`: tasks wait until another task says something changed;
 * :class:`Latch`: one task waits; a wake-up given while it was busy is kept;

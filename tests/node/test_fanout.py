@@ -16,6 +16,7 @@ from trio.testing import wait_all_tasks_blocked
 
 from tests.support.events import drain, joins, subscribed
 from tests.support.waiting import waiting
+from trizre._concurrency import QueueStatistics
 from trizre._errors import EventsOverflowed, NodeError
 from trizre.node._fanout import EventsIdle, EventStream, Fanout, Overflow
 from trizre.sansio._events import Event, Join, Stop
@@ -480,6 +481,73 @@ async def test_an_ended_stream_ends_rather_than_idles(
 def test_events_idle_is_a_node_error_and_a_trio_timeout() -> None:
     assert issubclass(EventsIdle, NodeError)
     assert issubclass(EventsIdle, trio.TooSlowError)
+
+
+# ------------------------------------------------- a trio.abc.ReceiveChannel
+
+
+async def read_all(channel: trio.abc.ReceiveChannel[Event]) -> list[Event]:
+    """Code written for any Trio channel."""
+    got: list[Event] = []
+    async with channel:
+        async for event in channel:
+            got.append(event)
+    return got
+
+
+async def test_a_stream_is_a_trio_receive_channel() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(10, "block")
+        assert isinstance(stream, trio.abc.ReceiveChannel)
+        events = joins(3)
+        for event in events:
+            fanout.publish_nowait(event)
+        fanout.close()
+        assert await read_all(stream) == [*events, Stop()]
+        with pytest.raises(trio.EndOfChannel):
+            await stream.receive()
+
+
+async def test_a_stream_cannot_be_cloned() -> None:
+    stream = Fanout().subscribe(1, "block")
+    with pytest.raises(NotImplementedError, match=r"node\.events\(\)"):
+        stream.clone()
+
+
+async def test_statistics_tell_what_a_subscription_holds_and_who_waits() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(2, "block")
+        assert stream.statistics() == QueueStatistics(0, 2, 0, 0, False)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream.receive)
+            await wait_all_tasks_blocked()
+            assert stream.statistics().tasks_waiting_get == 1
+            fanout.publish_nowait(Join(uuid.uuid4(), "n", "g"))
+        e1, e2, e3 = joins(3)
+        fanout.publish_nowait(e1)
+        fanout.publish_nowait(e2)
+        async with waiting(fanout.publish, e3) as publisher:
+            assert stream.statistics() == QueueStatistics(2, 2, 1, 0, False)
+            assert await stream.receive() is e1
+            assert await stream.receive() is e2
+        assert publisher.result is True
+        stream.close()
+        assert stream.statistics() == QueueStatistics(0, 2, 0, 0, True)
+
+
+async def test_aclose_in_a_cancelled_scope_still_unsubscribes() -> None:
+    with trio.fail_after(5):
+        fanout = Fanout()
+        stream = fanout.subscribe(1, "block")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.aclose()
+        assert scope.cancelled_caught
+        e1, e2 = joins(2)
+        assert fanout.publish_nowait(e1) and fanout.publish_nowait(e2)  # nobody to wait for
+        assert await drain(stream) == []
 
 
 # ---------------------------------------------------------------- bad input

@@ -19,13 +19,20 @@ scope and a deadline, more than the read itself.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
-from collections import deque
 from typing import Final, Literal, final
 
 import trio
 
+from .._concurrency import (
+    BoundedQueue,
+    QueueStatistics,
+    cancel_shielded_checkpoint,
+    checkpoint,
+    checkpoint_if_cancelled,
+)
 from .._errors import EventsOverflowed, NodeError
 from ..sansio._events import Event, Stop
 
@@ -48,29 +55,22 @@ class EventsIdle(NodeError, trio.TooSlowError):
 
 
 @final
-class _Queue:
-    """One subscriber's bounded buffer (held by the fan-out, read by a stream)."""
+class _Queue(BoundedQueue[Event]):
+    """One subscriber's bounded buffer (held by the fan-out, read by a stream).
 
-    __slots__ = (
-        "_idle",
-        "_items",
-        "_limit",
-        "_readers",
-        "_writers",
-        "closed",
-        "overflow",
-        "overflowed",
-    )
+    Closed (by the fan-out, or by its stream unsubscribing), it takes no
+    more events and drops any offered: its reader drains it, then ends.
+    """
+
+    __slots__ = ("idle", "overflow", "overflowed")
 
     def __init__(self, limit: int, overflow: Overflow, idle: float | None = None) -> None:
-        self._items: deque[Event] = deque()
-        self._limit = limit
-        self._idle = idle
+        # Wake a waiting publisher only once half the buffer is free: waking
+        # it per event makes the two tasks swap places on every message.
+        super().__init__(limit, low_water=limit // 2)
+        self.idle = idle
         self.overflow = overflow
         self.overflowed = False
-        self.closed = False
-        self._readers = trio.lowlevel.ParkingLot()
-        self._writers = trio.lowlevel.ParkingLot()
 
     def has_room(self) -> bool:
         """Would :meth:`offer` take an event now without waiting?"""
@@ -80,10 +80,12 @@ class _Queue:
         """Append if there is room (or cut off a ``raise`` subscriber); False: must wait."""
         if self.closed:
             return True
-        if len(self._items) < self._limit:
-            self._items.append(event)
-            if self._readers:  # an empty ParkingLot's unpark still costs ~1 us
-                self._readers.unpark()
+        # put_nowait, inline: this is the per-event, per-subscriber path.
+        items = self._items
+        if len(items) < self._limit:
+            items.append(event)
+            if self._getters._waiters:
+                self._getters.wake_one()
             return True
         if self.overflow == "raise":
             self.overflowed = True
@@ -91,69 +93,74 @@ class _Queue:
             return True
         return False
 
-    async def wait_for_room(self) -> None:
-        await self._writers.park()
-
     def discard(self) -> None:
         """Drop every buffered event (the subscriber unsubscribed)."""
-        self._items.clear()
+        self.clear()
         self.overflowed = False
 
-    def close(self, final: Event | None = None) -> None:
+    def end(self, final: Event | None = None) -> None:
         """No more events; ``final`` (Stop) is appended even over the limit."""
         if self.closed:
             return
         if final is not None:
-            self._items.append(final)
-        self.closed = True
-        self._readers.unpark_all()
-        self._writers.unpark_all()
+            self.push(final)
+        self.close()
 
-    async def get(self) -> Event:
-        idle = self._idle
-        deadline = math.inf if idle is None else trio.current_time() + idle
-        while not self._items:
-            if self.closed:
-                if self.overflowed:
-                    raise EventsOverflowed(
-                        "this subscriber fell behind and was cut off; events were dropped for it"
-                    )
-                raise StopAsyncIteration
+    def ended(self) -> BaseException:
+        """What a reader of the drained, closed buffer gets."""
+        if self.overflowed:
+            return EventsOverflowed(
+                "this subscriber fell behind and was cut off; events were dropped for it"
+            )
+        return trio.EndOfChannel()
+
+    async def wait_get(self) -> Event:
+        """The next event, waiting for it; see :class:`EventStream`.
+
+        Raises ``trio.EndOfChannel`` at the end (or :class:`EventsOverflowed`).
+        """
+        idle = self.idle
+        try:
             if idle is None:
-                await self._readers.park()
-                continue
-            with trio.move_on_at(deadline) as waiting:
-                await self._readers.park()
-            if waiting.cancelled_caught and not self._items and not self.closed:
-                raise EventsIdle(f"no event for {idle:g} s (the subscription's idle_timeout)")
-        return self.take()
-
-    def take(self) -> Event:
-        """The oldest buffered event (there must be one)."""
-        event = self._items.popleft()
-        # Wake a waiting publisher only once half the buffer is free: waking
-        # it per event makes the two tasks swap places on every message.
-        if self._writers and len(self._items) <= self._limit // 2:
-            self._writers.unpark_all()
-        return event
+                return await self.get()
+            with trio.move_on_after(idle):
+                return await self.get()
+        except trio.EndOfChannel:
+            raise self.ended() from None
+        # Timed out, having taken nothing; an event may have come just then.
+        try:
+            return self.get_nowait()
+        except trio.WouldBlock:
+            raise EventsIdle(f"no event for {idle:g} s (the subscription's idle_timeout)") from None
+        except trio.EndOfChannel:
+            raise self.ended() from None
 
 
 @final
-class EventStream:
-    """An async iterator over a node's events: one subscription.
+class EventStream(trio.abc.ReceiveChannel[Event]):
+    """A node's events: one subscription, a ``trio.abc.ReceiveChannel``.
 
-    Obtain it from ``node.events()``.  Iterating yields every event
-    published after the subscription was made, ending after
-    :class:`~trizre.Stop`.  Use it as ``async with node.events() as events:``
-    to unsubscribe deterministically; a stream that is garbage collected
-    unsubscribes too (in CPython, when the ``async for`` that made it ends).
+    Obtain it from ``node.events()``.  Iterating (or :meth:`receive`)
+    yields every event published after the subscription was made, ending
+    after :class:`~trizre.Stop`.  Use it as ``async with node.events() as
+    events:`` to unsubscribe deterministically; a stream that is garbage
+    collected unsubscribes too (in CPython, when the ``async for`` that made
+    it ends).
 
-    Cancellation: a cancelled ``__anext__`` loses no event.  If the
-    subscription was made with ``overflow="raise"`` and fell behind,
-    iteration raises :class:`~trizre.EventsOverflowed` after the events it
+    Cancellation: a cancelled ``receive`` or ``__anext__`` loses no event.
+    If the subscription was made with ``overflow="raise"`` and fell behind,
+    reading raises :class:`~trizre.EventsOverflowed` after the events it
     holds.  If it was made with an ``idle_timeout``, a wait that long for
     the next event raises :class:`~trizre.EventsIdle`; the stream stays
-    open, and iterating it again waits again.
+    open, and reading it again waits again.
+
+    Where it differs from the ``ReceiveChannel`` contract, on purpose: once
+    closed (by :meth:`aclose` or :meth:`close`, from any task), reading
+    ends as at the end of the stream (``trio.EndOfChannel``; iteration
+    stops) rather than raising ``trio.ClosedResourceError``, so that
+    closing a subscription ends its reader quietly; and :meth:`clone` is
+    not supported.  Several tasks may read one stream: each event goes to
+    one of them.
     """
 
     __slots__ = ("__weakref__", "_fanout", "_queue", "_unyielded")
@@ -167,20 +174,24 @@ class EventStream:
         return self
 
     async def __anext__(self) -> Event:
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         queue = self._queue
-        if queue._items:  # fast path: no parking, so no coroutine either
-            event = queue.take()
-            # Cancellation is honoured on every call; the schedule point
-            # comes every _YIELD_EVERY buffered events, not on each one,
-            # which is most of the cost of reading a flood.
-            self._unyielded += 1
-            if self._unyielded >= _YIELD_EVERY:
-                self._unyielded = 0
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return event
-        self._unyielded = 0
-        return await self._queue.get()
+        try:  # fast path: no waiting, so no coroutine either
+            event = queue.get_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel):
+            self._unyielded = 0
+            try:
+                return await queue.wait_get()
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
+        # Cancellation is honoured on every call; the schedule point comes
+        # every _YIELD_EVERY buffered events, not on each one, which is most
+        # of the cost of reading a flood.
+        self._unyielded += 1
+        if self._unyielded >= _YIELD_EVERY:
+            self._unyielded = 0
+            await cancel_shielded_checkpoint()
+        return event
 
     async def receive(self) -> Event:
         """The next event; raises ``trio.EndOfChannel`` after the stream ended.
@@ -193,16 +204,36 @@ class EventStream:
         except StopAsyncIteration:
             raise trio.EndOfChannel from None
 
+    def clone(self) -> EventStream:
+        """Not supported: raises ``NotImplementedError``.
+
+        A clone would share this subscription's buffer, each event going to
+        one of the clones, which is not what a second reader of a node's
+        events usually wants; call ``node.events()`` again for a
+        subscription of its own that sees every event.
+        """
+        raise NotImplementedError(
+            "an EventStream cannot be cloned; call node.events() for another subscription"
+        )
+
+    def statistics(self) -> QueueStatistics:
+        """This subscription's buffer: events held, its limit, tasks waiting, whether it ended.
+
+        ``tasks_waiting_put`` counts publishers waiting for room (a
+        ``"block"`` subscriber that fell behind holds the node's reader).
+        """
+        return self._queue.statistics()
+
     def close(self) -> None:
         """Unsubscribe now; buffered events are discarded.  Idempotent."""
         self._queue.discard()
-        self._queue.close()
+        self._queue.end()
         self._fanout._forget(self._queue)
 
     async def aclose(self) -> None:
-        """Unsubscribe (see :meth:`close`)."""
+        """Unsubscribe (see :meth:`close`).  Always a checkpoint; done even if cancelled."""
         self.close()
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
 
     async def __aenter__(self) -> EventStream:
         return self
@@ -240,7 +271,7 @@ class Fanout:
                 )
         queue = _Queue(max_buffer, overflow, idle_timeout)
         if self.closed:
-            queue.close(Stop())
+            queue.end(Stop())
         else:
             self._queues.append(queue)
         stream = EventStream(self, queue)
@@ -250,7 +281,7 @@ class Fanout:
         return stream
 
     def _forget(self, queue: _Queue) -> None:
-        queue.close()
+        queue.end()
         if queue in self._queues:
             self._queues.remove(queue)
 
@@ -285,8 +316,9 @@ class Fanout:
         """
         pending = [q for q in self._queues if not q.offer(event)]
         for queue in pending:
-            while not queue.offer(event):
-                await queue.wait_for_room()
+            # Closed meanwhile (it unsubscribed): nothing to deliver to.
+            with contextlib.suppress(trio.ClosedResourceError):
+                await queue.put(event)
         self._prune()
         return bool(pending)
 
@@ -299,5 +331,5 @@ class Fanout:
         """Deliver :class:`Stop` to every subscriber (over any limit) and end them."""
         self.closed = True
         for queue in self._queues:
-            queue.close(Stop())
+            queue.end(Stop())
         self._queues.clear()

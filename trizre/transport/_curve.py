@@ -37,6 +37,7 @@ import zmq
 import zmq.auth
 
 from .. import wire
+from .._concurrency import RunLocal, spawn_system_task
 from ..sansio._guard import LogLimiter, log_rarely
 from ._zsock import ZSocket, context
 
@@ -367,7 +368,7 @@ class _Zap:
         self.sock.send_nowait([frames[0], b"", *wire.encode_zap_reply(reply)])
 
 
-_ZAP: Final[trio.lowlevel.RunVar[_Zap | None]] = trio.lowlevel.RunVar("trizre_zap", None)
+_ZAP: Final[RunLocal[_Zap | None]] = RunLocal("trizre_zap", lambda: None)
 
 
 @asynccontextmanager
@@ -391,7 +392,7 @@ async def open_zap(routing_id: bytes, policy: CurvePolicy) -> AsyncIterator[None
             raise
         zap = _Zap(ZSocket(raw))
         _ZAP.set(zap)
-        trio.lowlevel.spawn_system_task(zap.serve, name="trizre ZAP handler")
+        spawn_system_task(zap.serve, name="trizre ZAP handler")
     zap.policies[routing_id] = policy
     try:
         yield

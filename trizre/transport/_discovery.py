@@ -60,6 +60,7 @@ from typing import Final, Protocol, final
 import trio
 from trio_util import RepeatedEvent
 
+from trizre._concurrency import RunLocal, checkpoint
 from trizre.sansio._guard import LogLimiter, log_rarely
 from trizre.transport._interfaces import Interface, Interface6
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
@@ -313,9 +314,7 @@ class Discovery(Protocol):
 # ------------------------------------------------------------------ the hub
 _MAX_KEYS: Final = 4096
 
-_HUBS: Final[trio.lowlevel.RunVar[dict[tuple[str, str, int], BeaconHub]]] = trio.lowlevel.RunVar(
-    "trizre_beacon_hubs"
-)
+_HUBS: Final[RunLocal[dict[tuple[str, str, int], BeaconHub]]] = RunLocal("trizre_beacon_hubs", dict)
 
 
 @final
@@ -404,11 +403,7 @@ async def open_beacon_hub(interface: Interface | Interface6, port: int) -> Async
     The hub's socket is opened by the first user and closed by the last.
     Raises as :func:`open_beacon_socket` does.
     """
-    try:
-        hubs = _HUBS.get()
-    except LookupError:
-        hubs = {}
-        _HUBS.set(hubs)
+    hubs = _HUBS.get()
     key = (interface.name, str(interface.broadcast), port)
     hub = hubs.get(key)
     creator = hub is None
@@ -440,8 +435,8 @@ async def open_beacon_hub(interface: Interface | Interface6, port: int) -> Async
 
 # --------------------------------------------------------------- in memory
 
-_NETWORKS: Final[trio.lowlevel.RunVar[dict[tuple[str, int], MemoryDiscovery]]] = (
-    trio.lowlevel.RunVar("trizre_memory_discovery")
+_NETWORKS: Final[RunLocal[dict[tuple[str, int], MemoryDiscovery]]] = RunLocal(
+    "trizre_memory_discovery", dict
 )
 
 
@@ -465,7 +460,7 @@ class MemoryDiscovery:
 
     async def send(self, beacon: Beacon) -> None:
         """Hand ``beacon`` to every listener now (see :class:`Discovery`)."""
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
         if self._closed:
             raise trio.ClosedResourceError("the in-memory discovery is closed")
         key = encode_beacon(beacon) + self._address.encode()
@@ -497,18 +492,14 @@ class MemoryDiscovery:
 @asynccontextmanager
 async def open_memory_discovery(interface: Interface, port: int) -> AsyncIterator[MemoryDiscovery]:
     """Join (or start) this Trio run's in-memory discovery for *interface* and *port*."""
-    try:
-        networks = _NETWORKS.get()
-    except LookupError:
-        networks = {}
-        _NETWORKS.set(networks)
+    networks = _NETWORKS.get()
     key = (interface.name, port)
     network = networks.get(key)
     if network is None:
         network = networks[key] = MemoryDiscovery(str(interface.address))
     network._users += 1
     try:
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
         yield network
     finally:
         network._users -= 1

@@ -25,8 +25,8 @@ Nothing is dropped while both nodes run.
 from __future__ import annotations
 
 import itertools
+import math
 import sys
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, final
 from uuid import UUID
@@ -35,6 +35,13 @@ import attrs
 import trio
 import zmq
 
+from .._concurrency import (
+    BoundedQueue,
+    RunLocal,
+    Wakeup,
+    cancel_shielded_checkpoint,
+    checkpoint_if_cancelled,
+)
 from ..wire import OVERSIZE
 from ._zsock import ZSocket, context
 
@@ -346,9 +353,7 @@ class TcpLink:
             self._monitor.close()
 
 
-_REGISTRY: Final[trio.lowlevel.RunVar[dict[UUID, LocalInbox]]] = trio.lowlevel.RunVar(
-    "trizre_local_inboxes"
-)
+_REGISTRY: Final[RunLocal[dict[UUID, LocalInbox]]] = RunLocal("trizre_local_inboxes", dict)
 
 
 @final
@@ -363,7 +368,6 @@ class LocalInbox:
     """
 
     __slots__ = (
-        "_lot",
         "_queue",
         "closed",
         "deaf_since",
@@ -380,15 +384,13 @@ class LocalInbox:
         self.closed = False
         self.deaf_since: float | None = None
         self.links: set[LocalLink] = set()  # links into this inbox, closed with it
-        self._queue: deque[tuple[LocalLink, list[bytes]]] = deque()
-        self._lot = trio.lowlevel.ParkingLot()
+        # Unbounded here: each link into it holds at most its hwm (LocalLink).
+        self._queue: BoundedQueue[tuple[LocalLink, list[bytes]]] = BoundedQueue(math.inf)
 
     def _put(self, link: LocalLink, frames: list[bytes]) -> None:
         if sum(map(len, frames)) - len(frames[0]) > self.max_message_size:
             frames = [frames[0], OVERSIZE]  # as the TCP inbox
-        self._queue.append((link, frames))
-        if self._lot:  # an empty ParkingLot's unpark still costs ~1 us
-            self._lot.unpark_all()
+        self._queue.push((link, frames))
 
     async def receive_batch(self, max_messages: int) -> list[list[bytes]]:
         """Wait for messages; return up to ``max_messages`` of them, oldest first.
@@ -397,17 +399,12 @@ class LocalInbox:
         Always a schedule point.  Cancellation: nothing was taken.  Raises
         ``trio.ClosedResourceError`` once the inbox is closed.
         """
-        await trio.lowlevel.checkpoint()
-        while not self._queue:
-            if self.closed:
-                raise trio.ClosedResourceError("the local inbox was closed")
-            await self._lot.park()
-        if self.closed:
-            raise trio.ClosedResourceError("the local inbox was closed")
-        queue = self._queue
+        try:
+            taken = await self._queue.get_batch(max_messages)
+        except trio.EndOfChannel:
+            raise trio.ClosedResourceError("the local inbox was closed") from None
         batch: list[list[bytes]] = []
-        for _ in range(min(max_messages, len(queue))):
-            link, frames = queue.popleft()
+        for link, frames in taken:
             link._taken()
             batch.append(frames)
         return batch
@@ -427,10 +424,11 @@ class LocalInbox:
         if self.closed:
             return
         self.closed = True
-        self._queue.clear()
         for link in list(self.links):
             link._dropped()
-        self._lot.unpark_all()
+        # Its reader wakes and raises: nothing queued is read after close.
+        self._queue.clear()
+        self._queue.close()
 
 
 @final
@@ -446,7 +444,7 @@ class LocalLink:
         "_hwm",
         "_identity",
         "_inbox",
-        "_lot",
+        "_room",
         "closed",
         "inflight",
         "on_close",
@@ -461,7 +459,7 @@ class LocalLink:
         # Called when the peer's node closes it (it stopped, or dropped us
         # for a limit): its node learns at once.
         self.on_close: Callable[[], None] | None = None
-        self._lot: trio.lowlevel.ParkingLot | None = None  # made on the first wait
+        self._room: Wakeup | None = None  # senders waiting for room; made on the first wait
         inbox.links.add(self)
 
     in_process: Final = True
@@ -496,17 +494,17 @@ class LocalLink:
         returned.  Raises ``trio.ClosedResourceError`` when the link is or
         gets closed.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         while not self.send_nowait(frames):
-            if self._lot is None:
-                self._lot = trio.lowlevel.ParkingLot()
-            await self._lot.park()
-        await trio.lowlevel.cancel_shielded_checkpoint()
+            if self._room is None:
+                self._room = Wakeup()
+            await self._room.wait()
+        await cancel_shielded_checkpoint()
 
     def _taken(self) -> None:
         self.inflight -= 1
-        if self._lot:
-            self._lot.unpark()
+        if self._room is not None:
+            self._room.wake_one()
 
     def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
         """Deliver ``last_words`` over any limit, then stop sending.
@@ -522,8 +520,8 @@ class LocalLink:
             self._inbox._put(self, [self._identity, *frames])
         self.closed = True
         self._inbox.links.discard(self)
-        if self._lot:
-            self._lot.unpark_all()
+        if self._room is not None:
+            self._room.wake_all()
 
     def _dropped(self) -> None:
         """The inbox's node closed it (it stopped, or dropped us): tell ours."""
@@ -534,28 +532,19 @@ class LocalLink:
             self.on_close()
 
 
-def _registry() -> dict[UUID, LocalInbox]:
-    try:
-        return _REGISTRY.get()
-    except LookupError:
-        inboxes: dict[UUID, LocalInbox] = {}
-        _REGISTRY.set(inboxes)
-        return inboxes
-
-
 def register(node: UUID, inbox: LocalInbox) -> None:
     """Make ``inbox`` findable by the run's other nodes."""
-    _registry()[node] = inbox
+    _REGISTRY.get()[node] = inbox
 
 
 def unregister(node: UUID) -> None:
     """Forget a node's inbox (it stopped)."""
-    _registry().pop(node, None)
+    _REGISTRY.get().pop(node, None)
 
 
 def lookup(node: UUID, endpoint: str, version: int) -> LocalInbox | None:
     """The inbox of a node of this run at ``endpoint`` speaking ``version``, if any."""
-    inbox = _registry().get(node)
+    inbox = _REGISTRY.get().get(node)
     if inbox is None or inbox.closed or inbox.endpoint != endpoint or inbox.version != version:
         return None
     return inbox

@@ -29,7 +29,7 @@ import trio
 from trio_util import AsyncValue
 
 from .. import Enter, Exit, Node, NodeError, Whisper
-from .._concurrency import unwrap_single_exception_group
+from .._concurrency import Wakeup, unwrap_single_exception_group
 from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
@@ -91,7 +91,7 @@ class BinaryStarServer:
         self._failovers = 0  # PASSIVE -> ACTIVE, for watchers (the history is bounded)
         # What the port's events made fatal, for _listen to raise in the server's block.
         self._failure: Exception | None = None
-        self._failed = trio.lowlevel.ParkingLot()
+        self._failed = Wakeup()
 
     @property
     def failover_timeout(self) -> float:
@@ -225,7 +225,7 @@ class BinaryStarServer:
         for peer in self.node.find_peers(self.node.name):
             self._namesake(peer)  # already there when we started
         while self._failure is None:
-            await self._failed.park()
+            await self._failed.wait()
         raise self._failure
 
     def on_peer_event(self, event: Enter | Exit | Whisper, message: proto.State | None) -> None:
@@ -241,7 +241,7 @@ class BinaryStarServer:
             self._on_peer_event(event, message)
         except Exception as exc:  # raised in the server's block, not the port's
             self._failure = exc
-            self._failed.unpark_all()
+            self._failed.wake_all()
 
     def _on_peer_event(self, event: Enter | Exit | Whisper, message: proto.State | None) -> None:
         if isinstance(event, Enter):

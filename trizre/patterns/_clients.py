@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from .. import Node, NodeError
+from .._concurrency import checkpoint
 from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._common import (
@@ -86,7 +87,7 @@ async def _attempt(
         except NodeError as exc:
             log.debug("request could not go to %s: %s", peer, exc)
             pending.lost = True
-            await trio.lowlevel.checkpoint()  # never spin without a checkpoint
+            await checkpoint()  # never spin without a checkpoint
         else:
             retry.sent(peer)
         while pending.reply is None and not pending.lost:
@@ -348,7 +349,7 @@ class ServiceClient:
         """
         while len(self.workers(service)) < workers:
             await self._router.membership_changed()
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
 
     def _choose(self, service: str, pending: _Pending) -> UUID | None:
         node = self._router.node

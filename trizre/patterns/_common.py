@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, final
 from uuid import UUID
 
-import trio
 from trio_util import RepeatedEvent
 
 from .. import EventStream, Exit, Leave, Node, Silent, Whisper
+from .._concurrency import Latch, Wakeup, checkpoint_if_cancelled
 from . import _protocol as proto
 from ._errors import PatternError
 from ._port import PatternPort, open_port
@@ -192,8 +192,7 @@ class _Pending:
     """One request in flight: who has it, and its answer when it comes."""
 
     __slots__ = (
-        "_waiter",
-        "_woken",
+        "_wakeup",
         "accepted",
         "current",
         "loaded",
@@ -217,38 +216,18 @@ class _Pending:
         self.reply: proto.Reply | None = None
         self.lost = False  # the current target exited or went silent
         self.accepted = False  # the current target said ACCEPTED: it holds the request
-        self._woken = False  # a wake() no wait() has taken yet
-        self._waiter: trio.lowlevel.Task | None = None
+        self._wakeup = Latch()
 
     def wake(self) -> None:
-        if self._waiter is not None:
-            trio.lowlevel.reschedule(self._waiter)
-            self._waiter = None
-        else:
-            self._woken = True
+        self._wakeup.wake()
 
     async def wait(self) -> None:
         """Wait for a reply or the loss of the current target."""
         # A latch (one waiter: the request's own task), not
         # trio_util.RepeatedEvent, whose wait() sees only sets made after it
-        # is called.  The callers (_attempt, and _request's 503 loop) check
-        # reply/lost with no checkpoint before calling this, so RepeatedEvent
-        # would lose nothing today; the latch keeps this method correct by
-        # itself (a wake() made while the task was elsewhere, say in
-        # node.whisper, is kept), and the spurious return a stale wake can
-        # cause costs one turn of the callers' loops, which re-check.  Built
-        # on the task itself rather than a trio.Event a wait: a request
-        # waits once or twice, and an Event each time cost it ~2 us.
-        if self._woken:
-            await trio.lowlevel.checkpoint()
-            self._woken = False
-            return
-        self._waiter = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(self._abort)
-
-    def _abort(self, _: object) -> trio.lowlevel.Abort:
-        self._waiter = None  # cancelled: a later wake() is kept for the next wait()
-        return trio.lowlevel.Abort.SUCCEEDED
+        # is called: a wake() made while the task was elsewhere, say in
+        # node.whisper, is kept (see trizre._concurrency.Latch).
+        await self._wakeup.wait()
 
 
 @final
@@ -270,21 +249,19 @@ class InFlight:
         # A counter and a parking lot rather than a trio.CapacityLimiter,
         # which tracks a borrower per place: a third of this path's cost.
         self._free = total
-        self._waiters = trio.lowlevel.ParkingLot()
+        self._waiters = Wakeup()
 
     async def __aenter__(self) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await checkpoint_if_cancelled()
         if self._free and not self._waiters:
             self._free -= 1
             return
         # Unparked means a place was handed over (see __aexit__); a cancelled
         # park leaves the lot without one.
-        await self._waiters.park()
+        await self._waiters.wait()
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._waiters:
-            self._waiters.unpark()  # the place passes straight to the waiter
-        else:
+        if not self._waiters.wake_one():  # else the place passes straight to the waiter
             self._free += 1
 
 

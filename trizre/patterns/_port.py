@@ -47,7 +47,7 @@ from uuid import UUID
 import trio
 
 from .. import Enter, EventStream, Exit, Join, Node, Whisper
-from .._concurrency import unwrap_single_exception_group
+from .._concurrency import RunLocal, unwrap_single_exception_group
 from . import _protocol as proto
 from ._status import STATUS_GROUP
 
@@ -253,7 +253,7 @@ class PatternPort:
             done.set()
 
 
-_PORTS: trio.lowlevel.RunVar[dict[int, PatternPort]] = trio.lowlevel.RunVar("trizre_ports")
+_PORTS: RunLocal[dict[int, PatternPort]] = RunLocal("trizre_ports", dict)
 
 
 def _holds(claim: _Router | list[_Router], router: _Router) -> bool:
@@ -271,11 +271,7 @@ async def open_port(node: Node) -> AsyncIterator[PatternPort]:
     on cancellation is as leaving it normally.  A ``node`` that has
     stopped gives a port that reads only :class:`~trizre.Stop`.
     """
-    try:
-        ports = _PORTS.get()
-    except LookupError:
-        ports = {}
-        _PORTS.set(ports)
+    ports = _PORTS.get()
     port = ports.get(id(node))
     if port is None or port.node is not node:
         port = ports[id(node)] = PatternPort(node)

@@ -15,7 +15,7 @@ from uuid import UUID
 import trio
 
 from .. import Join, Node, NodeError, Whisper
-from .._concurrency import unwrap_single_exception_group
+from .._concurrency import Wakeup, checkpoint, unwrap_single_exception_group
 from ..trace import _contract as kinds
 from . import _admission as adm
 from . import _protocol as proto
@@ -143,7 +143,7 @@ class Server:
         )
         self.unsent = 0  # answers not run (refusals, ...) dropped: the outbox was full
         self._failure: BaseException | None = None  # the gate raised: the server stops
-        self._failed = trio.lowlevel.ParkingLot()
+        self._failed = Wakeup()
         # Handler times: a count per LATENCY_BUCKETS bound (and one above), and their sum.
         self._latency = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
@@ -160,7 +160,7 @@ class Server:
         # per request costs more to start and end than a fast handler takes.
         # One runner at a time is summoned to the queue (see _runner).
         self._waiting: deque[IncomingRequest] = deque()
-        self._work_ready = trio.lowlevel.ParkingLot()  # idle runners
+        self._work_ready = Wakeup()  # idle runners
         self._runners = 0
         self._summoned = False  # a runner is on its way to the queue
         self._nursery: trio.Nursery | None = None  # where runners start (set by _serve)
@@ -172,8 +172,8 @@ class Server:
         # ACCEPTED again, cached replies) wait only while fewer than
         # _capacity are waiting, beyond which they are counted unsent.
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted, bool]] = deque()
-        self._outbox_ready = trio.lowlevel.ParkingLot()
-        self._accept_due = trio.lowlevel.ParkingLot()
+        self._outbox_ready = Wakeup()
+        self._accept_due = Wakeup()
         # What watchers are told (trizre.patterns._status); None in the targets: the group.
         self.status: dict[str, Any] = (
             {"key": f"service:{service}", "kind": "service", "service": service}
@@ -181,7 +181,7 @@ class Server:
             else {"key": "server", "kind": "server"}
         )
         self._status_to: set[UUID | None] = {None}
-        self._status_due = trio.lowlevel.ParkingLot()
+        self._status_due = Wakeup()
 
     def set_status(self, **fields: Any) -> None:
         """Update what this server tells watchers, and tell them (``trizre watch``).
@@ -195,7 +195,7 @@ class Server:
 
     def _announce(self, to: UUID | None) -> None:
         self._status_to.add(to)
-        self._status_due.unpark()
+        self._status_due.wake_one()
 
     def stats_changed(self) -> None:
         """Say a counter changed, so that watchers hear of it within :data:`STATS_INTERVAL`.
@@ -205,7 +205,7 @@ class Server:
         """
         if self._stats_idle:
             self._stats_idle = False
-            self._status_due.unpark()
+            self._status_due.wake_one()
 
     def stats(self) -> dict[str, Any]:
         """The counters watchers are told (the status's ``stats``), as JSON-able data."""
@@ -237,10 +237,10 @@ class Server:
         while True:
             while not self._status_to:
                 if self._stats_idle:
-                    await self._status_due.park()
+                    await self._status_due.wait()
                     continue
                 with trio.move_on_after(STATS_INTERVAL):
-                    await self._status_due.park()  # or a watcher arriving: it is due now
+                    await self._status_due.wait()  # or a watcher arriving: it is due now
                 if self._status_to:
                     break
                 if self.stats() != self._stats_sent and self._watched():
@@ -346,13 +346,12 @@ class Server:
             verdict = self._core.admit(request, trio.current_time())
         except Exception as exc:
             self._failure = exc
-            self._failed.unpark_all()
+            self._failed.wake_all()
             return
         if self._stats_idle:
             self.stats_changed()
         if isinstance(verdict, adm.Admitted):
-            if self._accept_due:  # an empty ParkingLot's unpark still costs ~1 us
-                self._accept_due.unpark()
+            self._accept_due.wake_one()
             self._waiting.append(request)
             self._summon()
         elif isinstance(verdict, adm.Refused):
@@ -371,7 +370,7 @@ class Server:
     async def _watch_failure(self) -> None:
         """Raise what the gate raised, out of the server's block."""
         while self._failure is None:
-            await self._failed.park()
+            await self._failed.wait()
         raise self._failure
 
     async def _serve(self, nursery: trio.Nursery) -> None:
@@ -406,7 +405,7 @@ class Server:
         while True:
             due = core.next_accept()
             if due is None:
-                await self._accept_due.park()
+                await self._accept_due.wait()
             elif trio.current_time() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
             else:
@@ -447,7 +446,7 @@ class Server:
                     self._core.sent(request, message)
                 return
         self._outbox.append((request, message, record))
-        self._outbox_ready.unpark()
+        self._outbox_ready.wake_one()
 
     def _summon(self) -> None:
         """Send a runner to the queue, unless one is on its way or none is free.
@@ -460,7 +459,7 @@ class Server:
         if self._summoned:
             return
         if self._work_ready:
-            self._work_ready.unpark()
+            self._work_ready.wake_one()
         elif self._runners < self._max_concurrency and self._nursery is not None:
             self._runners += 1
             self._nursery.start_soon(self._runner)
@@ -480,10 +479,10 @@ class Server:
                     self._summon()  # should this handler wait, the next one need not
                 await self._run_one(request)
                 if waiting and trio.current_time() >= due:
-                    await trio.lowlevel.checkpoint()
+                    await checkpoint()
                     due = trio.current_time() + _RUN_SLICE
             # Parking is this task's schedule point.
-            await self._work_ready.park()
+            await self._work_ready.wait()
 
     def _drop_waiting(self) -> None:
         """Forget the requests no runner took (the server is stopping): none ran."""
@@ -528,7 +527,7 @@ class Server:
         outbox = self._outbox
         while True:
             while not outbox:
-                await self._outbox_ready.park()
+                await self._outbox_ready.wait()
             # Empty again after this loop: parking is this task's schedule point.
             while outbox:
                 request, message, record = outbox[0]

@@ -18,11 +18,13 @@ from tests.support.nodes import FAST, free_udp_port
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy
 from trizre.patterns._titanic import (
+    PENDING,
     UNKNOWN,
     _Accept,
     _Close,
     _Finish,
     _GroupCommit,
+    _Lookup,
     _pack,
     _Store,
 )
@@ -318,4 +320,18 @@ def test_a_mixed_batch_is_what_its_writes_one_by_one_would_give(tmp_path: Path) 
     store = _Store(path)  # the header's count followed: 2 + 3 new - 1 closed
     (count,) = store._db.execute("SELECT requests FROM header").fetchone()
     assert count == 4
+    store.shut()
+
+
+def test_lookups_in_a_batch_see_the_writes_before_them_and_alone_commit_nothing(
+    tmp_path: Path,
+) -> None:
+    store = _Store(tmp_path / "t.db")
+    first = store.accept("echo", [b"a"])
+    trace = CommitCounter(store)
+    given = store.write([_Lookup(first), _Finish(first, 200, _pack([b"r", b""])), _Lookup(first)])
+    assert given == [(PENDING, ()), None, (200, (b"r", b""))] and trace.count == 1
+    given = store.write([_Lookup(first), _Lookup("0" * 32), _Lookup(first)])
+    assert given == [(200, (b"r", b"")), (UNKNOWN, ()), (200, (b"r", b""))]
+    assert trace.count == 1  # reads alone: no write transaction, no fsync
     store.shut()

@@ -322,7 +322,14 @@ class _Close(NamedTuple):
     titanic_id: str
 
 
-_Write = _Accept | _Finish | _Close
+class _Lookup(NamedTuple):
+    """Read a request's state: gives ``(status, reply frames)`` (300 pending, 400 unknown)."""
+
+    titanic_id: str
+
+
+_Op = _Accept | _Finish | _Close | _Lookup
+_Given = str | tuple[int, tuple[bytes, ...]] | None  # what an op gives: id, state, nothing
 
 
 @final
@@ -408,27 +415,33 @@ class _Store:
         returned, whenever (before or after a restart) the retry comes.
         """
         (titanic_id,) = self.write([_Accept(service, _pack(frames), asked)])
-        assert titanic_id is not None  # an accept always gives an id
-        return titanic_id
+        return cast(str, titanic_id)
 
-    def write(self, ops: Sequence[_Write]) -> list[str | None]:
+    def write(self, ops: Sequence[_Op]) -> list[_Given]:
         """Apply ``ops`` in order as one transaction, on disk (``synchronous=FULL``) on return.
 
-        What each gave, in order: an accept its Titanic id, the others
-        ``None``.  A request, its ``known`` row and the header's count are
-        in the same transaction.  The result is what applying the ops one
-        by one would give; consecutive ops of one kind go to SQLite as one
-        ``executemany``.  Raises what SQLite raised, the transaction rolled
-        back: then none of the ops happened.
+        What each gave, in order: an accept its Titanic id, a lookup the
+        request's ``(status, frames)``, the others ``None``.  A request,
+        its ``known`` row and the header's count are in the same
+        transaction.  The result is what applying the ops one by one would
+        give; consecutive ops of one kind go to SQLite as one
+        ``executemany`` or one query.  Lookups alone open no write
+        transaction (no COMMIT, no fsync).  Raises what SQLite raised, the
+        transaction rolled back: then none of the ops happened.
         """
+        given: list[_Given] = []
+        if all(type(op) is _Lookup for op in ops):
+            self._lookup_run(cast(list[_Lookup], ops), given)
+            return given
         db = self._db
-        given: list[str | None] = []
         counted = 0  # requests stored minus requests forgotten: the header's count follows
         with db:
             db.execute("BEGIN IMMEDIATE")
             for kind, run in itertools.groupby(ops, type):
                 if kind is _Accept:
                     counted += self._accept_run(cast(list[_Accept], list(run)), given)
+                elif kind is _Lookup:
+                    self._lookup_run(cast(list[_Lookup], list(run)), given)
                 elif kind is _Finish:
                     finishes = [
                         (op.status, op.reply, op.titanic_id) for op in cast(Iterable[_Finish], run)
@@ -449,7 +462,26 @@ class _Store:
                 db.execute("UPDATE header SET requests = requests + ?", (counted,))
         return given
 
-    def _accept_run(self, run: Sequence[_Accept], given: list[str | None]) -> int:
+    def _lookup_run(self, run: Sequence[_Lookup], given: list[_Given]) -> None:
+        """Read consecutive lookups' requests in one query (inside :meth:`write`)."""
+        found = {
+            row[0]: row[1:]
+            for row in self._db.execute(
+                "SELECT id, status, reply FROM requests"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([op.titanic_id for op in run]),),
+            )
+        }
+        for op in run:
+            row = found.get(op.titanic_id)
+            if row is None:
+                given.append((UNKNOWN, ()))
+            elif row[0] is None:
+                given.append((PENDING, ()))
+            else:
+                given.append((row[0], _unpack(row[1])))
+
+    def _accept_run(self, run: Sequence[_Accept], given: list[_Given]) -> int:
         """Store consecutive accepts (inside :meth:`write`); how many were new."""
         db = self._db
         names = [op.asked for op in run if op.asked is not None]
@@ -491,14 +523,9 @@ class _Store:
         self.write([_Finish(titanic_id, status, _pack(frames))])
 
     def lookup(self, titanic_id: str) -> tuple[int, tuple[bytes, ...]]:
-        row = self._db.execute(
-            "SELECT status, reply FROM requests WHERE id = ?", (titanic_id,)
-        ).fetchone()
-        if row is None:
-            return UNKNOWN, ()
-        if row[0] is None:
-            return PENDING, ()
-        return row[0], _unpack(row[1])
+        """A request's ``(status, reply frames)``: 300 pending, 400 unknown (one :meth:`write`)."""
+        (state,) = self.write([_Lookup(titanic_id)])
+        return cast(tuple[int, tuple[bytes, ...]], state)
 
     def count_pending(self) -> int:
         """How many stored requests have no answer yet (for watchers)."""
@@ -519,15 +546,15 @@ _QUEUED, _TAKEN, _ABANDONED = "queued", "taken", "abandoned"
 
 @final
 class _Queued:
-    """One write waiting for its commit."""
+    """One op waiting for its batch."""
 
     __slots__ = ("done", "error", "op", "result", "state")
 
-    def __init__(self, op: _Write) -> None:
+    def __init__(self, op: _Op) -> None:
         self.op = op
         self.state = _QUEUED
         self.done = trio.Event()
-        self.result: str | None = None
+        self.result: _Given = None
         self.error: Exception | None = None
 
 
@@ -544,20 +571,22 @@ class _GroupCommit:
     """Group commit: writes that arrive together share one transaction and one fsync.
 
     :meth:`run` (one task) takes whatever is queued whenever it is free,
-    up to ``max_batch`` writes, and applies them with one
-    :meth:`_Store.write` through ``on_disk``; a write that finds it idle
+    up to ``max_batch`` ops, and applies them with one
+    :meth:`_Store.write` through ``on_disk``; an op that finds it idle
     is taken at once (no added wait), and those arriving meanwhile form
     the next batch.  Each :meth:`write` returns only after its own batch
-    committed.  ``committed`` is called with a batch's writes once they
-    are on disk, before any writer is woken.  The queue holds at most one
-    write per waiting caller.
+    committed.  ``committed`` is called with a batch's ops once they
+    are on disk, before any caller is woken.  Lookups take the same
+    queue: those arriving together are one query and one thread hop,
+    and see every write queued before them.  The queue holds at most
+    one op per waiting caller.
     """
 
     def __init__(
         self,
         store: _Store,
-        on_disk: Callable[[Callable[[], list[str | None]]], Awaitable[list[str | None]]],
-        committed: Callable[[Sequence[_Write]], None] = lambda ops: None,
+        on_disk: Callable[[Callable[[], list[_Given]]], Awaitable[list[_Given]]],
+        committed: Callable[[Sequence[_Op]], None] = lambda ops: None,
         max_batch: int = _MAX_BATCH,
     ) -> None:
         if max_batch < 1:
@@ -570,9 +599,9 @@ class _GroupCommit:
         self._batch: list[_Queued] = []
         self._ready = trio.lowlevel.ParkingLot()
         self._closed = False
-        self.commits = 0  # batches committed (for tests and monitoring)
+        self.commits = 0  # batches applied (for tests and monitoring)
 
-    async def write(self, op: _Write) -> str | None:
+    async def write(self, op: _Op) -> _Given:
         """Apply ``op`` in the next transaction; what it gave, once that is on disk.
 
         A failed transaction raises, in every write of its batch, a copy
@@ -681,7 +710,7 @@ class Titanic:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._disk)
 
-    def _committed(self, ops: Sequence[_Write]) -> None:
+    def _committed(self, ops: Sequence[_Op]) -> None:
         """Requests just stored: counted, and the dispatcher looks (even if their callers left)."""
         accepted = sum(isinstance(op, _Accept) for op in ops)
         if accepted:
@@ -702,11 +731,12 @@ class Titanic:
         # reaches a Titanic restarted since, finds the id the store gave it.
         asked = f"{request.peer.hex}/{request.request_id:016x}"
         titanic_id = await self._writes.write(_Accept(service, _pack(request.body[1:]), asked))
-        assert titanic_id is not None  # an accept always gives an id
-        return [titanic_id.encode()]
+        return [cast(str, titanic_id).encode()]
 
     async def _reply(self, request: IncomingRequest) -> list[bytes]:
-        status, frames = await self._on_disk(self._store.lookup, _id(request))
+        # Through the writer's queue: lookups arriving together are one query, one thread hop.
+        state = await self._writes.write(_Lookup(_id(request)))
+        status, frames = cast(tuple[int, tuple[bytes, ...]], state)
         if status != proto.Status.OK:
             raise ReplyWith(status, *frames)
         return list(frames)

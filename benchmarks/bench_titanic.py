@@ -2,13 +2,15 @@
 
 1. The store alone (no network): requests accepted per second into SQLite
    in WAL mode, committing each one with ``synchronous=FULL`` (an fsync per
-   request: what Titanic does), with ``synchronous=NORMAL`` (WAL syncs at
-   checkpoints: survives ``kill -9``, not a power cut), and in groups of
-   100 per commit with FULL.
-2. End to end on loopback: Titanic and a client in this process, four
-   echo workers in their own processes; ``--requests`` submitted 50 at a
-   time (accepted per second), then every result collected (completed per
-   second from the first submit).
+   request: what Titanic did before its group commit), with
+   ``synchronous=NORMAL`` (WAL syncs at checkpoints: survives ``kill -9``,
+   not a power cut), and in groups of 100 per commit with FULL (what
+   Titanic's group commit does when requests arrive together).
+2. End to end on loopback: Titanic (``synchronous=FULL``, group commit)
+   and a client in this process, four echo workers in their own
+   processes; ``--requests`` submitted 50 at a time (accepted per
+   second), then every result collected (completed per second from the
+   first submit).
 
     .venv/bin/python benchmarks/bench_titanic.py [--requests 2000]
 """

@@ -48,6 +48,7 @@ import trio
 import trizre
 from trizre import patterns
 from trizre.patterns import Handler, IncomingRequest, RequestAbandoned, RetryPolicy
+from trizre.patterns._titanic import _Accept
 
 T = TypeVar("T")
 
@@ -181,24 +182,25 @@ def arm_kill_after_accept(titanic: patterns.Titanic) -> None:
     Committed, and not yet acknowledged: the client's retry then reaches
     the restarted Titanic, which must give it the id already stored
     rather than store it twice (issue 26).  Harness instrumentation: it
-    wraps Titanic's store.
+    wraps Titanic's store's write (one group commit, of requests among
+    other writes).
     """
     armed = False
     store = titanic._store
-    accept = store.accept
+    write = store.write
 
     def arm(_signum: int, _frame: object) -> None:
         nonlocal armed
         armed = True
 
-    def accept_then_die(*args: Any) -> str:
-        titanic_id = accept(*args)
-        if armed:
+    def write_then_die(ops: Sequence[Any]) -> list[str | None]:
+        given = write(ops)
+        if armed and any(isinstance(op, _Accept) for op in ops):
             os.kill(os.getpid(), signal.SIGKILL)
-        return titanic_id
+        return given
 
     signal.signal(signal.SIGUSR2, arm)
-    store.accept = accept_then_die  # type: ignore[method-assign]
+    store.write = write_then_die  # type: ignore[method-assign]
 
 
 async def until_terminated() -> None:

@@ -22,21 +22,30 @@ Titanic gets the same id instead of a second request, and keeps a header
 row (identity, request count) that the checks at open compare with the
 rows: a damaged store raises :class:`TitanicStoreDamaged`.  SQLite calls are blocking; they run
 one at a time in a worker thread (``trio.to_thread``).
+
+Writes are group-committed: those that arrive while a commit is under
+way (requests stored, replies stored, requests forgotten) share the next
+transaction and its one fsync, and each is acknowledged only once that
+transaction is on disk.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import itertools
+import json
 import logging
 import os
 import sqlite3
 import struct
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar, TypeVarTuple, final
+from typing import Any, Literal, NamedTuple, TypeVar, TypeVarTuple, cast, final
 
 import trio
 
@@ -291,6 +300,38 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class _Accept(NamedTuple):
+    """Store a request (``body``: its frames, packed); gives its Titanic id."""
+
+    service: str
+    body: bytes
+    asked: str | None  # the client's name for it (node/request id): stored once
+
+
+class _Finish(NamedTuple):
+    """Store a request's answer (``reply``: its frames, packed), unless it has one."""
+
+    titanic_id: str
+    status: int
+    reply: bytes
+
+
+class _Close(NamedTuple):
+    """Forget a request and its answer (nothing if unknown)."""
+
+    titanic_id: str
+
+
+class _Lookup(NamedTuple):
+    """Read a request's state: gives ``(status, reply frames)`` (300 pending, 400 unknown)."""
+
+    titanic_id: str
+
+
+_Op = _Accept | _Finish | _Close | _Lookup
+_Given = str | tuple[int, tuple[bytes, ...]] | None  # what an op gives: id, state, nothing
+
+
 @final
 class _Store:
     """The requests on disk; every method blocks (run it in a thread).
@@ -367,29 +408,108 @@ class _Store:
         log.info("Titanic store %s: header added (a store from before format 1)", self.path)
 
     def accept(self, service: str, frames: Sequence[bytes], asked: str | None = None) -> str:
-        """Store a request durably; its Titanic id.
+        """Store a request durably; its Titanic id (one :meth:`write` of its own).
 
         ``asked`` names the client's request (its node and request id): a
         request already stored under it is not stored again, its id is
         returned, whenever (before or after a restart) the retry comes.
-        The request, its ``asked`` row and the header's count are one
-        transaction, committed to disk (``synchronous=FULL``) on return.
         """
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            if asked is not None:
-                row = self._db.execute("SELECT id FROM known WHERE asked = ?", (asked,)).fetchone()
-                if row is not None:
-                    return str(row[0])
-            titanic_id = uuid.uuid4().hex
-            self._db.execute(
-                "INSERT INTO requests (id, service, body) VALUES (?, ?, ?)",
-                (titanic_id, service, _pack(frames)),
+        (titanic_id,) = self.write([_Accept(service, _pack(frames), asked)])
+        return cast(str, titanic_id)
+
+    def write(self, ops: Sequence[_Op]) -> list[_Given]:
+        """Apply ``ops`` in order as one transaction, on disk (``synchronous=FULL``) on return.
+
+        What each gave, in order: an accept its Titanic id, a lookup the
+        request's ``(status, frames)``, the others ``None``.  A request,
+        its ``known`` row and the header's count are in the same
+        transaction.  The result is what applying the ops one by one would
+        give; consecutive ops of one kind go to SQLite as one
+        ``executemany`` or one query.  Lookups alone open no write
+        transaction (no COMMIT, no fsync).  Raises what SQLite raised, the
+        transaction rolled back: then none of the ops happened.
+        """
+        given: list[_Given] = []
+        if all(type(op) is _Lookup for op in ops):
+            self._lookup_run(cast(list[_Lookup], ops), given)
+            return given
+        db = self._db
+        counted = 0  # requests stored minus requests forgotten: the header's count follows
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            for kind, run in itertools.groupby(ops, type):
+                if kind is _Accept:
+                    counted += self._accept_run(cast(list[_Accept], list(run)), given)
+                elif kind is _Lookup:
+                    self._lookup_run(cast(list[_Lookup], list(run)), given)
+                elif kind is _Finish:
+                    finishes = [
+                        (op.status, op.reply, op.titanic_id) for op in cast(Iterable[_Finish], run)
+                    ]
+                    db.executemany(
+                        "UPDATE requests SET status = ?, reply = ? WHERE id = ? AND status IS NULL",
+                        finishes,
+                    )
+                    given.extend([None] * len(finishes))
+                else:
+                    ids = [(op.titanic_id,) for op in cast(Iterable[_Close], run)]
+                    gone = db.executemany("DELETE FROM requests WHERE id = ?", ids).rowcount
+                    if gone:
+                        db.executemany("DELETE FROM known WHERE id = ?", ids)
+                        counted -= gone
+                    given.extend([None] * len(ids))
+            if counted:
+                db.execute("UPDATE header SET requests = requests + ?", (counted,))
+        return given
+
+    def _lookup_run(self, run: Sequence[_Lookup], given: list[_Given]) -> None:
+        """Read consecutive lookups' requests in one query (inside :meth:`write`)."""
+        found = {
+            row[0]: row[1:]
+            for row in self._db.execute(
+                "SELECT id, status, reply FROM requests"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([op.titanic_id for op in run]),),
             )
-            if asked is not None:
-                self._db.execute("INSERT INTO known (asked, id) VALUES (?, ?)", (asked, titanic_id))
-            self._db.execute("UPDATE header SET requests = requests + 1")
-        return titanic_id
+        }
+        for op in run:
+            row = found.get(op.titanic_id)
+            if row is None:
+                given.append((UNKNOWN, ()))
+            elif row[0] is None:
+                given.append((PENDING, ()))
+            else:
+                given.append((row[0], _unpack(row[1])))
+
+    def _accept_run(self, run: Sequence[_Accept], given: list[_Given]) -> int:
+        """Store consecutive accepts (inside :meth:`write`); how many were new."""
+        db = self._db
+        names = [op.asked for op in run if op.asked is not None]
+        # One query for every client name in the run, not one each.
+        known: dict[str, str] = (
+            dict(
+                db.execute(
+                    "SELECT asked, id FROM known WHERE asked IN (SELECT value FROM json_each(?))",
+                    (json.dumps(names),),
+                )
+            )
+            if names
+            else {}
+        )
+        requests, asked = [], []
+        for op in run:
+            titanic_id = known.get(op.asked) if op.asked is not None else None
+            if titanic_id is None:
+                titanic_id = uuid.uuid4().hex
+                requests.append((titanic_id, op.service, op.body))
+                if op.asked is not None:
+                    known[op.asked] = titanic_id  # a second one in this run: the same id
+                    asked.append((op.asked, titanic_id))
+            given.append(titanic_id)
+        db.executemany("INSERT INTO requests (id, service, body) VALUES (?, ?, ?)", requests)
+        if asked:
+            db.executemany("INSERT INTO known (asked, id) VALUES (?, ?)", asked)
+        return len(requests)
 
     def pending(self, limit: int = -1) -> list[tuple[str, str, tuple[bytes, ...]]]:
         rows = self._db.execute(
@@ -399,22 +519,13 @@ class _Store:
         return [(row[0], row[1], _unpack(row[2])) for row in rows]
 
     def finish(self, titanic_id: str, status: int, frames: Sequence[bytes]) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.execute(
-                "UPDATE requests SET status = ?, reply = ? WHERE id = ? AND status IS NULL",
-                (status, _pack(frames), titanic_id),
-            )
+        """Store a request's answer (one :meth:`write` of its own); a first answer is kept."""
+        self.write([_Finish(titanic_id, status, _pack(frames))])
 
     def lookup(self, titanic_id: str) -> tuple[int, tuple[bytes, ...]]:
-        row = self._db.execute(
-            "SELECT status, reply FROM requests WHERE id = ?", (titanic_id,)
-        ).fetchone()
-        if row is None:
-            return UNKNOWN, ()
-        if row[0] is None:
-            return PENDING, ()
-        return row[0], _unpack(row[1])
+        """A request's ``(status, reply frames)``: 300 pending, 400 unknown (one :meth:`write`)."""
+        (state,) = self.write([_Lookup(titanic_id)])
+        return cast(tuple[int, tuple[bytes, ...]], state)
 
     def count_pending(self) -> int:
         """How many stored requests have no answer yet (for watchers)."""
@@ -422,15 +533,140 @@ class _Store:
         return int(count)
 
     def close(self, titanic_id: str) -> None:
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            gone = self._db.execute("DELETE FROM requests WHERE id = ?", (titanic_id,)).rowcount
-            if gone:
-                self._db.execute("DELETE FROM known WHERE id = ?", (titanic_id,))
-                self._db.execute("UPDATE header SET requests = requests - ?", (gone,))
+        """Forget a request and its answer (one :meth:`write` of its own)."""
+        self.write([_Close(titanic_id)])
 
     def shut(self) -> None:
         self._db.close()
+
+
+_MAX_BATCH = 256  # writes in one transaction, at most: bounds a commit's time and memory
+_QUEUED, _TAKEN, _ABANDONED = "queued", "taken", "abandoned"
+
+
+@final
+class _Queued:
+    """One op waiting for its batch."""
+
+    __slots__ = ("done", "error", "op", "result", "state")
+
+    def __init__(self, op: _Op) -> None:
+        self.op = op
+        self.state = _QUEUED
+        self.done = trio.Event()
+        self.result: _Given = None
+        self.error: Exception | None = None
+
+
+def _again(error: Exception) -> Exception:
+    """``error`` to raise in one more task: a copy of its own (same type, same message)."""
+    try:
+        return copy.copy(error)
+    except Exception:  # an exception that cannot be copied: share it
+        return error
+
+
+@final
+class _GroupCommit:
+    """Group commit: writes that arrive together share one transaction and one fsync.
+
+    :meth:`run` (one task) takes whatever is queued whenever it is free,
+    up to ``max_batch`` ops, and applies them with one
+    :meth:`_Store.write` through ``on_disk``; an op that finds it idle
+    is taken at once (no added wait), and those arriving meanwhile form
+    the next batch.  Each :meth:`write` returns only after its own batch
+    committed.  ``committed`` is called with a batch's ops once they
+    are on disk, before any caller is woken.  Lookups take the same
+    queue: those arriving together are one query and one thread hop,
+    and see every write queued before them.  The queue holds at most
+    one op per waiting caller.
+    """
+
+    def __init__(
+        self,
+        store: _Store,
+        on_disk: Callable[[Callable[[], list[_Given]]], Awaitable[list[_Given]]],
+        committed: Callable[[Sequence[_Op]], None] = lambda ops: None,
+        max_batch: int = _MAX_BATCH,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self._store = store
+        self._on_disk = on_disk
+        self._committed = committed
+        self._max_batch = max_batch
+        self._queue: deque[_Queued] = deque()
+        self._batch: list[_Queued] = []
+        self._ready = trio.lowlevel.ParkingLot()
+        self._closed = False
+        self.commits = 0  # batches applied (for tests and monitoring)
+
+    async def write(self, op: _Op) -> _Given:
+        """Apply ``op`` in the next transaction; what it gave, once that is on disk.
+
+        A failed transaction raises, in every write of its batch, a copy
+        of what SQLite raised (none of them happened).  Cancellation
+        before the batch is taken: ``op`` is not written; after: the
+        batch is committed all the same, the caller just does not wait
+        for it.  Raises ``trio.ClosedResourceError`` once :meth:`run`
+        has ended (Titanic is stopping), ``op`` not written.
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("Titanic's store is closed")
+        queued = _Queued(op)
+        self._queue.append(queued)
+        self._ready.unpark()
+        try:
+            await queued.done.wait()
+        except BaseException:
+            if queued.state == _QUEUED:
+                queued.state = _ABANDONED  # run() skips it: never written
+            raise
+        if queued.error is not None:
+            raise _again(queued.error) from queued.error
+        return queued.result
+
+    async def run(self) -> None:
+        """Commit what is queued, batch after batch, until cancelled.
+
+        On its end (cancellation) a write taken or queued and not
+        committed fails with ``trio.ClosedResourceError``.
+        """
+        queue = self._queue
+        try:
+            while True:
+                while not queue:
+                    await self._ready.park()
+                batch = self._batch = []
+                while queue and len(batch) < self._max_batch:
+                    queued = queue.popleft()
+                    if queued.state == _QUEUED:  # not abandoned by a cancelled caller
+                        queued.state = _TAKEN
+                        batch.append(queued)
+                if not batch:
+                    continue
+                ops = [queued.op for queued in batch]
+                try:
+                    given = await self._on_disk(functools.partial(self._store.write, ops))
+                except Exception as exc:
+                    for queued in batch:
+                        queued.error = exc
+                        queued.done.set()
+                    self._batch = []
+                    continue
+                self._batch = []
+                self.commits += 1
+                self._committed(ops)
+                for queued, result in zip(batch, given, strict=True):
+                    queued.result = result
+                    queued.done.set()
+        finally:
+            self._closed = True
+            for queued in (*self._batch, *queue):
+                queued.error = trio.ClosedResourceError("Titanic stopped before it was written")
+                queued.done.set()
+            self._batch = []
+            queue.clear()
 
 
 @final
@@ -449,6 +685,7 @@ class Titanic:
         self._store = store
         self._client = client
         self._disk = trio.CapacityLimiter(1)  # one SQLite call at a time
+        self._writes = _GroupCommit(store, self._on_disk, self._committed)
         self._max_dispatch = max_dispatch
         self._dispatching: set[str] = set()
         # Set when a request arrives or a dispatch slot frees: look at the disk again.
@@ -473,6 +710,13 @@ class Titanic:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._disk)
 
+    def _committed(self, ops: Sequence[_Op]) -> None:
+        """Requests just stored: counted, and the dispatcher looks (even if their callers left)."""
+        accepted = sum(isinstance(op, _Accept) for op in ops)
+        if accepted:
+            self.accepted += accepted
+            self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
+
     # -------------------------------------------------------------- services
 
     async def _request(self, request: IncomingRequest) -> list[bytes]:
@@ -486,19 +730,19 @@ class Titanic:
         # The client's own name for this request: its retry, even one that
         # reaches a Titanic restarted since, finds the id the store gave it.
         asked = f"{request.peer.hex}/{request.request_id:016x}"
-        titanic_id = await self._on_disk(self._store.accept, service, request.body[1:], asked)
-        self.accepted += 1
-        self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
-        return [titanic_id.encode()]
+        titanic_id = await self._writes.write(_Accept(service, _pack(request.body[1:]), asked))
+        return [cast(str, titanic_id).encode()]
 
     async def _reply(self, request: IncomingRequest) -> list[bytes]:
-        status, frames = await self._on_disk(self._store.lookup, _id(request))
+        # Through the writer's queue: lookups arriving together are one query, one thread hop.
+        state = await self._writes.write(_Lookup(_id(request)))
+        status, frames = cast(tuple[int, tuple[bytes, ...]], state)
         if status != proto.Status.OK:
             raise ReplyWith(status, *frames)
         return list(frames)
 
     async def _close(self, request: IncomingRequest) -> list[bytes]:
-        await self._on_disk(self._store.close, _id(request))
+        await self._writes.write(_Close(_id(request)))
         return []
 
     # ------------------------------------------------------------ dispatcher
@@ -547,7 +791,7 @@ class Titanic:
                     )
                     await trio.sleep(backoff)
                     backoff = min(backoff * 2, 30.0)
-            await self._on_disk(self._store.finish, titanic_id, status, body)
+            await self._writes.write(_Finish(titanic_id, status, _pack(body)))
             self.completed += 1
             if self._announcer is not None:
                 self._announcer.stats_changed()
@@ -608,6 +852,8 @@ async def open_titanic(
                 titanic = Titanic(node, store, client, max_dispatch)
                 # Before any request is taken: each is then counted once.
                 titanic._pending_at_start = await titanic._on_disk(store.count_pending)
+                # Before the services: a request is written only by this task.
+                nursery.start_soon(titanic._writes.run)
                 # A retried titanic.request gets the id it was given, not a new
                 # one: while it runs, from this cache (ACCEPTED); later, and
                 # after a restart, from the store's ``known`` rows.

@@ -50,7 +50,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, TypeVarTuple, cast, final
 import trio
 
 from .. import Node
-from .._concurrency import unwrap_single_exception_group
+from .._concurrency import Wakeup, unwrap_single_exception_group
 from . import _protocol as proto
 from ._clients import ServiceClient, open_service_client
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
@@ -597,7 +597,7 @@ class _GroupCommit:
         self._max_batch = max_batch
         self._queue: deque[_Queued] = deque()
         self._batch: list[_Queued] = []
-        self._ready = trio.lowlevel.ParkingLot()
+        self._ready = Wakeup()
         self._closed = False
         self.commits = 0  # batches applied (for tests and monitoring)
 
@@ -615,7 +615,7 @@ class _GroupCommit:
             raise trio.ClosedResourceError("Titanic's store is closed")
         queued = _Queued(op)
         self._queue.append(queued)
-        self._ready.unpark()
+        self._ready.wake_one()
         try:
             await queued.done.wait()
         except BaseException:
@@ -636,7 +636,7 @@ class _GroupCommit:
         try:
             while True:
                 while not queue:
-                    await self._ready.park()
+                    await self._ready.wait()
                 batch = self._batch = []
                 while queue and len(batch) < self._max_batch:
                     queued = queue.popleft()

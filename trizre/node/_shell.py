@@ -33,6 +33,7 @@ import zmq
 from trio_util import RepeatedEvent
 
 from .. import wire
+from ..sansio._election import Elections
 from ..sansio._events import Enter, Evasive, Event, Join, Leave, Shout, Silent, Whisper
 from ..sansio._gossip import Deliver, Forget
 from ..sansio._node_core import (
@@ -159,7 +160,7 @@ class NodeShell:
         return self._core.missed_handshakes
 
     @property
-    def _elections(self) -> object:
+    def _elections(self) -> Elections:
         return self._core.elections
 
     def _handshake_for(self, peer_uuid: UUID) -> float:
@@ -321,17 +322,15 @@ class NodeShell:
                     continue
                 protocol = peer.protocol
                 events = protocol.receive(frames, now)
-                # Nearly all traffic: a WHISPER, subscribers with room, no
-                # coroutine and no action list (the core has nothing to add).
-                if (
-                    len(events) == 1
-                    and type(events[0]) is Whisper
-                    and protocol.ended is None
-                    and publish_nowait(events[0])
-                ):
-                    if tracer is not None:
-                        self._trace(peer, events[0])
-                    continue
+                # Nearly all traffic: a WHISPER or a SHOUT, subscribers with
+                # room: no coroutine and no action list (the core has
+                # nothing to add to them, and they queue no reply).
+                if len(events) == 1 and protocol.ended is None:
+                    event = events[0]
+                    if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
+                        if tracer is not None:
+                            self._trace(peer, event)
+                        continue
                 await self._after_receive(peer, frames, events)
 
     async def _greet(self, frames: Sequence[bytes], now: float) -> None:

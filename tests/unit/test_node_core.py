@@ -1,4 +1,4 @@
-"""The node's rules (trizre.sansio._node_core), sans I/O: who is a peer, at exact times.
+"""The node's rules (trizre.sansio.node_core), sans I/O: who is a peer, at exact times.
 
 Every hostile input the node meets is played here against the core alone:
 forged leaving beacons, spoofed sources, oversize frames, the pending
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from trizre import Enter, Exit, Join, Leader, Leave, Whisper, wire
 from trizre.sansio._gossip import Deliver, Forget
-from trizre.sansio._node_core import (
+from trizre.sansio._peer import PeerLimits, PeerProtocol, route
+from trizre.sansio.node_core import (
     MISSES_KEPT,
     SOURCE_BURST,
     Action,
@@ -33,7 +34,6 @@ from trizre.sansio._node_core import (
     Trim,
     WakeAt,
 )
-from trizre.sansio._peer import PeerLimits, PeerProtocol, route
 from trizre.trace._contract import ExitReason
 from trizre.wire import OVERSIZE
 
@@ -391,6 +391,9 @@ def test_joining_tells_every_peer_and_a_contested_group_elects() -> None:
     shell.frames(session, wire.Elect(2, elect.body), 1.1)  # it passes our wave back
     assert Leader(ME, "me", "g") in shell.published
     assert core.leader("g") == ME
+    group = core.groups["g"]
+    assert group.joined and group.contested and group.leader == ME
+    assert list(group.members) == [PEER]
     shell.apply(core.leave("g", 2.0), 2.0)
     assert [type(m) for m in sent(session)[2:]] == [wire.Leader, wire.Leave]  # we won, we left
     assert sent(session)[-1] == wire.Leave(5, "g", 2)

@@ -1,7 +1,7 @@
 """The ZRE node's public API: :class:`Node`, mostly docstrings and delegation.
 
 What a node does lives elsewhere, each in one place: who is a peer, our
-groups and elections in :class:`~trizre.sansio._node_core.NodeCore`; the
+groups and elections in :class:`~trizre.sansio.node_core.NodeCore`; the
 conversation with one peer in :mod:`trizre.sansio._peer`; the tasks that
 feed them and carry out their actions in :mod:`trizre.node._shell`; starting
 and stopping in :mod:`trizre.node._open` (:func:`open_node`); the options in
@@ -23,7 +23,7 @@ import trio
 
 from .. import wire
 from .._errors import MessageTooLarge, PeerDisconnected, UnknownPeer
-from ..sansio._node_core import endpoint_host as _endpoint_host
+from ..sansio.node_core import endpoint_host as _endpoint_host
 from ..trace import _contract as kinds
 from ..trace._writer import Tracer
 from ..transport._interfaces import Interface, Interface6

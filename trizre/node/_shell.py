@@ -1,6 +1,6 @@
 """The node's Trio shell: the tasks, the one interpreter of the core's actions, the lifecycle.
 
-The rules live in :class:`~trizre.sansio._node_core.NodeCore` (who is a
+The rules live in :class:`~trizre.sansio.node_core.NodeCore` (who is a
 peer, for how long, what our groups and elections ask); the conversation
 with one peer in :class:`~trizre.sansio._peer.PeerProtocol`.  The shell
 feeds them the time and what arrives, and carries out what they return
@@ -36,7 +36,9 @@ from .. import wire
 from ..sansio._election import Elections
 from ..sansio._events import Enter, Evasive, Event, Join, Leave, Shout, Silent, Whisper
 from ..sansio._gossip import Deliver, Forget
-from ..sansio._node_core import (
+from ..sansio._peer import PeerEvent, Published, node_id
+from ..sansio._presence import Deafness
+from ..sansio.node_core import (
     Action,
     Connect,
     CoreRules,
@@ -47,8 +49,6 @@ from ..sansio._node_core import (
     Trim,
     WakeAt,
 )
-from ..sansio._peer import PeerEvent, Published, node_id
-from ..sansio._presence import Deafness
 from ..trace import _contract as kinds
 from ..trace._contract import ExitReason
 from ..trace._writer import Tracer

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -464,3 +465,60 @@ def test_a_peer_that_answers_is_dropped_by_nothing_but_its_own_link(
         assert core.peers.get(answering.uuid) is answering
     assert answering.uuid not in [dropped for dropped, _ in shell.drops]
     assert math.isfinite(now)
+
+
+# ------------------------------------------------------- in-process peers
+
+
+def test_an_in_process_peer_spends_no_budget_and_ignores_leaving_beacons() -> None:
+    shell = make()
+    core = shell.core
+    for i in range(SOURCE_BURST):
+        shell.beacon(wire.Beacon(uuid.UUID(int=100 + i), 5000), HOST, 0.0)
+    (connect,) = core.on_beacon(wire.Beacon(PEER, 5000), HOST, b"k", 0.0)
+    assert isinstance(connect, Connect)
+    assert not core.admit(connect, in_process=False, now=0.0)  # the source's burst is spent
+    assert core.admit(connect, in_process=True, now=0.0)  # no socket: no budget
+    local = Session(core.protocol_for(connect, 0.0), in_process=True)
+    shell.apply(core.add(local, 0.0), 0.0)
+    assert PEER not in core.unready  # nor a place among the pending
+    shell.frames(local, hello(), 0.0)
+    local.sent.clear()
+    shell.beacon(wire.Beacon(PEER, 0), HOST, 1.0)  # it says GOODBYE over its link instead
+    assert local.sent == [] and PEER not in core.leave_hints
+
+
+@pytest.mark.parametrize("refresh", [True, False])
+def test_with_beacons_refresh_a_known_beacon_refreshes_its_peer(refresh: bool) -> None:
+    shell = make(beacons_refresh=refresh)
+    session = entered(shell)  # heard at 0.0
+    key = wire.encode_beacon(wire.Beacon(PEER, 5000)) + HOST.encode()
+    assert shell.core.quiet[key] is (session if refresh else None)
+    assert shell.core.on_beacon(wire.Beacon(PEER, 5000), HOST, key, 20.0) == ()
+    assert session.protocol.presence.deadline() == (20.0 if refresh else 0.0) + EVASIVE
+
+
+def test_an_ipv6_link_local_endpoint_gets_our_scope() -> None:
+    core: NodeCore[Session] = NodeCore(
+        ME, CoreRules(name="me"), contains=lambda host: host.startswith("fe80::"), scope="eth0"
+    )
+    (connect,) = core.on_beacon(wire.Beacon(PEER, 5000), "fe80::7", b"k", 0.0)
+    assert isinstance(connect, Connect)
+    assert connect.endpoint == "tcp://fe80::7%eth0:5000"
+    assert core.admit(connect, in_process=False, now=0.0)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_a_crowd_that_greets_hands_its_memory_back_a_second_later() -> None:
+    shell = make()
+    crowd = [uuid.UUID(int=300 + i) for i in range(64)]
+    sessions = [shell.beacon(wire.Beacon(peer, 5000), HOST, 0.0)[0] for peer in crowd]
+    for session in sessions:
+        shell.frames(session, hello(), 2.0)
+    assert shell.core.unready == {} and shell.wakes[-1] == 3.0
+    shell.poll(2.999)
+    assert shell.trims == 0
+    shell.poll(3.0)
+    assert shell.trims == 1

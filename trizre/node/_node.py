@@ -29,10 +29,10 @@ from ..trace._writer import Tracer
 from ..transport._interfaces import Interface, Interface6
 from ..transport._session import Build, PeerSession
 from ._config import NodeConfig
+from ._discovery_tasks import next_multiple as _next_multiple
 from ._fanout import EventStream, Overflow
 from ._memory import release_freed_memory
 from ._shell import NodeShell
-from ._shell import next_multiple as _next_multiple
 
 __all__ = ["Node"]
 

@@ -6,7 +6,8 @@ with one peer in :class:`~trizre.sansio._peer.PeerProtocol`.  The shell
 feeds them the time and what arrives, and carries out what they return
 (:meth:`NodeShell._apply`):
 
-* beacons out: one at start, then every ``beacon_interval``;
+* beacons out: one at start, then every ``beacon_interval``
+  (:mod:`~trizre.node._discovery_tasks`, as the gossip service);
 * beacons in: a :class:`~trizre.transport._discovery.Discovery` calls
   ``_on_beacon`` for each, which asks the core; a :class:`Connect` becomes a
   link (in memory, or TCP) and a :class:`~trizre.transport._session.PeerSession`;
@@ -23,7 +24,6 @@ The public API is :class:`~trizre.node._node.Node`, a subclass.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Final
 from uuid import UUID
@@ -52,9 +52,9 @@ from ..sansio.node_core import (
 from ..trace import _contract as kinds
 from ..trace._contract import ExitReason
 from ..trace._writer import Tracer
-from ..transport._curve import CURVE_ALLOW_ANY, CurvePolicy, curve_key, z85
+from ..transport._curve import curve_key, z85
 from ..transport._discovery import Discovery
-from ..transport._gossip_service import GossipService, open_gossip
+from ..transport._gossip_service import GossipService
 from ..transport._interfaces import Interface, Interface6
 from ..transport._links import (
     CurveClient,
@@ -72,9 +72,10 @@ from ..transport._links import (
 from ..transport._session import PeerSession
 from ..transport._zsock import ZSocket
 from ._config import NodeConfig
+from ._discovery_tasks import run_gossip, send_beacons
 from ._fanout import Fanout
 
-__all__ = ["NodeShell", "next_multiple"]
+__all__ = ["NodeShell"]
 
 log = logging.getLogger("trizre.node")
 
@@ -474,18 +475,6 @@ class NodeShell:
 
     # ------------------------------------------------------------- beacons
 
-    async def _beacon_sender(self) -> None:
-        assert self._discovery is not None
-        port = int(self._endpoint.rsplit(":", 1)[1])
-        beacon = self._core.beacon(port)
-        interval = self._config.beacon_interval
-        while True:
-            await self._discovery.send(beacon)
-            # Beacon on the run clock's multiples of the interval, so that
-            # the nodes of one process wake together: one run-loop wake-up
-            # a beacon interval, not one per node.
-            await trio.sleep_until(next_multiple(trio.current_time(), interval))
-
     def _on_beacon(self, beacon: wire.Beacon, address: str, key: bytes) -> None:
         """Called by the discovery, synchronously, for every beacon: the core decides."""
         core = self._core
@@ -499,36 +488,8 @@ class NodeShell:
 
     # -------------------------------------------------------------- gossip
 
-    async def _gossip_discovery(self) -> None:
-        """Gossip discovery: publish ``uuid -> endpoint`` and link to what others publish.
-
-        As zyre's gossip mode: the key is the UUID as 32 upper-case hex
-        digits, the value our inbox endpoint, ``|`` our Z85 key with CURVE.
-        """
-        config = self._config
-        bind = [config.gossip_bind] if config.gossip_bind else []
-        # With CURVE our hub is a CURVE server under our key, judged by curve_allow.
-        allow: CurvePolicy | None = None
-        if self._curve is not None:
-            allowed = None if config.curve_allow == CURVE_ALLOW_ANY else config.curve_allow
-            assert not isinstance(allowed, str)
-            allow = CurvePolicy(config.zap_domain, allowed)
-        async with open_gossip(
-            bind,
-            config.gossip_connect,
-            heard=self._on_gossip,
-            curve=self._curve,
-            server_key=(
-                dict(keys) if isinstance(keys := config.gossip_server_key, tuple) else keys
-            ),
-            allow=allow,
-        ) as gossip:
-            self._gossip = gossip
-            value = self._endpoint
-            if self._curve is not None:
-                value += "|" + self._curve.public_z85
-            gossip.publish(node_id(self._uuid), value, round(config.gossip_ttl * 1000))
-            await trio.sleep_forever()
+    def _gossiping(self, gossip: GossipService) -> None:
+        self._gossip = gossip  # dropped peers' tuples are unpublished through it
 
     def _on_gossip(self, news: Deliver | Forget) -> None:
         """A tuple from the gossip network: the core decides."""
@@ -581,9 +542,18 @@ class NodeShell:
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
             nursery.start_soon(discovery.listen, self._on_beacon)
-            nursery.start_soon(self._beacon_sender)
+            port = int(self._endpoint.rsplit(":", 1)[1])
+            beacon = self._core.beacon(port)
+            nursery.start_soon(send_beacons, discovery, beacon, self._config.beacon_interval)
         else:
-            nursery.start_soon(self._gossip_discovery)
+            nursery.start_soon(
+                run_gossip,
+                self._config,
+                self._uuid,
+                self._endpoint,
+                self._on_gossip,
+                self._gossiping,
+            )
         nursery.start_soon(self._presence_keeper)
         if self._tracer is not None:
             self._tracer.record(kinds.NODE_START, endpoint=self._endpoint)
@@ -619,15 +589,3 @@ class NodeShell:
         if self._tracer is not None:
             self._tracer.record(kinds.NODE_STOP)
             self._tracer.close()
-
-
-def next_multiple(now: float, interval: float) -> float:
-    """The first multiple of ``interval`` strictly after ``now``.
-
-    Strictly: with a clock that stands still (``trio.testing.MockClock``)
-    a deadline rounded down to ``now`` would make the beacon loop spin.
-    """
-    deadline = (math.floor(now / interval) + 1) * interval
-    while deadline <= now:
-        deadline += interval
-    return deadline

@@ -29,7 +29,8 @@ from ._errors import (
 )
 from .node._config import NodeConfig
 from .node._fanout import EventsIdle, EventStream
-from .node._node import Node, open_node
+from .node._node import Node
+from .node._open import open_node
 from .sansio._events import (
     Enter,
     Evasive,

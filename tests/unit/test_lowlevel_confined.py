@@ -21,9 +21,7 @@ ALLOWED = {
 }
 # Still on trio.lowlevel until they are switched to trizre._concurrency
 # (issue 27 section 5); remove each once it no longer needs it.
-PENDING = {
-    "node/_node.py",
-}
+PENDING: set[str] = set()
 
 
 def uses_lowlevel(source: str) -> bool:

@@ -52,6 +52,11 @@ class PeerSession:
         return self.protocol.uuid
 
     @property
+    def in_process(self) -> bool:
+        """Whether its link is in memory (a node of this Trio run), not a socket."""
+        return self.link.in_process
+
+    @property
     def hex(self) -> str:
         """The UUID in hex, as traces name peers (computed once, when first traced)."""
         if self._hex is None:

@@ -1,0 +1,524 @@
+"""The node's rules (trizre.sansio.node_core), sans I/O: who is a peer, at exact times.
+
+Every hostile input the node meets is played here against the core alone:
+forged leaving beacons, spoofed sources, oversize frames, the pending
+bound, the new-peer budgets.  A small interpreter stands in for the shell:
+it makes a "link" (a list of sent frames) for each Connect and keeps what
+the core asked for.  Times are plain floats: nothing sleeps or reads a clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import uuid
+from collections.abc import Sequence
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trizre import Enter, Exit, Join, Leader, Leave, Whisper, wire
+from trizre.sansio._gossip import Deliver, Forget
+from trizre.sansio._peer import PeerLimits, PeerProtocol, route
+from trizre.sansio.node_core import (
+    MISSES_KEPT,
+    SOURCE_BURST,
+    Action,
+    Connect,
+    CoreRules,
+    Drop,
+    Flush,
+    NodeCore,
+    Publish,
+    Trim,
+    WakeAt,
+)
+from trizre.trace._contract import ExitReason
+from trizre.wire import OVERSIZE
+
+ME = uuid.UUID("0f000000000000000000000000000000")  # lowest: we win the elections we contest
+PEER = uuid.UUID("10000000000000000000000000000001")
+OTHER = uuid.UUID("20000000000000000000000000000002")
+HOST = "192.168.1.20"
+KEY_A, KEY_B, OUR_KEY = b"A" * 32, b"B" * 32, b"O" * 32
+EVASIVE, EXPIRED, HANDSHAKE = 5.0, 30.0, 5.0
+
+
+@attrs.define(eq=False)
+class Session:
+    """What the shell holds per peer; the "link" is the list of frames sent."""
+
+    protocol: PeerProtocol
+    in_process: bool = False
+    beacon_key: bytes | None = None
+    sent: list[list[bytes]] = attrs.Factory(list)
+    closed: bool = False
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        return self.protocol.uuid
+
+    def flush(self) -> None:
+        while (frames := self.protocol.queued()) is not None:
+            self.sent.append(frames)
+            self.protocol.sent_queued()
+
+
+@attrs.define
+class Shell:
+    """Carries out the core's actions as the node's shell does, and remembers them."""
+
+    core: NodeCore[Session]
+    published: list[object] = attrs.Factory(list)
+    drops: list[tuple[uuid.UUID, ExitReason]] = attrs.Factory(list)
+    wakes: list[float] = attrs.Factory(list)
+    trims: int = 0
+    refused: int = 0
+
+    def apply(self, actions: Sequence[Action[Session]], now: float) -> list[Session]:
+        made = []
+        for action in actions:
+            if isinstance(action, Connect):
+                if not self.core.admit(action, in_process=False, now=now):
+                    self.refused += 1
+                    continue
+                session = Session(self.core.protocol_for(action, now))
+                self.apply(self.core.add(session, now), now)
+                made.append(session)
+            elif isinstance(action, Flush):
+                action.peer.flush()
+            elif isinstance(action, Publish):
+                self.published.append(action.event)
+            elif isinstance(action, Drop):
+                action.peer.closed = True
+                self.drops.append((action.peer.uuid, action.reason))
+            elif isinstance(action, WakeAt):
+                self.wakes.append(action.at)
+            elif isinstance(action, Trim):
+                self.trims += 1
+        return made
+
+    def beacon(self, beacon: wire.Beacon, source: str, now: float) -> list[Session]:
+        key = wire.encode_beacon(beacon) + source.encode()  # as the discovery keys them
+        made = self.apply(self.core.on_beacon(beacon, source, key, now), now)
+        for session in made:
+            self.core.beacon_seen(session, beacon, source, key, now)
+        return made
+
+    def frames(self, session: Session, message: wire.Message, now: float) -> None:
+        frames = [session.protocol.route, *wire.encode(message)]
+        events = session.protocol.receive(frames, now)
+        self.apply(self.core.received(session, events, now), now)
+
+    def poll(self, now: float) -> None:
+        def pongs(peer: uuid.UUID) -> int | None:
+            found = self.core.peers.get(peer)
+            return None if found is None else found.protocol.pongs
+
+        self.apply(self.core.poll(now, pongs), now)
+
+
+def make(**rules: object) -> Shell:
+    options: dict[str, object] = {
+        "name": "me",
+        "evasive_timeout": EVASIVE,
+        "expired_timeout": EXPIRED,
+        "handshake_timeout": HANDSHAKE,
+    }
+    options.update(rules)
+    core: NodeCore[Session] = NodeCore(
+        ME,
+        CoreRules(**options),  # type: ignore[arg-type]
+        contains=lambda host: host.startswith("192.168.1."),
+        key_text=text,
+        key_bytes=base64.b85decode,
+    )
+    core.endpoint = core.advertised = "tcp://192.168.1.1:40000"
+    return Shell(core)
+
+
+def text(key: bytes) -> str:
+    """A key's 40-character text (Base85, as long as Z85: the rules need no more)."""
+    return base64.b85encode(key).decode()
+
+
+def hello(groups: tuple[str, ...] = (), name: str = "bob", key: bytes | None = None) -> wire.Hello:
+    headers = () if key is None else (("X-PUBLICKEY", text(key)),)
+    return wire.Hello(1, f"tcp://{HOST}:5000", groups, 1, name, headers)
+
+
+def entered(
+    shell: Shell, peer: uuid.UUID = PEER, groups: tuple[str, ...] = (), now: float = 0.0
+) -> Session:
+    (session,) = shell.beacon(wire.Beacon(peer, 5000), HOST, now)
+    shell.frames(session, hello(groups), now)
+    assert session.protocol.ready
+    return session
+
+
+def sent(session: Session) -> list[wire.Message]:
+    return [wire.decode(frames) for frames in session.sent]
+
+
+# ------------------------------------------------------------------ beacons
+
+
+def test_a_new_peers_beacon_links_to_it_and_says_hello_first() -> None:
+    shell = make()
+    beacon = wire.Beacon(PEER, 5000)
+    assert wire.encode_beacon(beacon) == b"ZRE\x01" + PEER.bytes + b"\x13\x88"
+    (session,) = shell.beacon(beacon, HOST, 0.0)
+    assert shell.core.peers == {PEER: session}
+    assert shell.core.by_route == {b"\x01" + PEER.bytes: session}
+    assert session.protocol.endpoint == f"tcp://{HOST}:5000"
+    # Our HELLO went first: AA A1, HELLO (1), version 2, sequence 1.
+    assert session.sent[0][0][:6] == b"\xaa\xa1\x01\x02\x00\x01"
+    assert shell.wakes == [HANDSHAKE]  # its handshake deadline
+    assert shell.core.unready == {PEER: session}
+
+
+def test_a_known_beacon_costs_nothing_after_the_first() -> None:
+    shell = make()
+    shell.beacon(wire.Beacon(PEER, 5000), HOST, 0.0)
+    key = wire.encode_beacon(wire.Beacon(PEER, 5000)) + HOST.encode()
+    assert key in shell.core.quiet
+    assert shell.core.on_beacon(wire.Beacon(PEER, 5000), HOST, key, 1.0) == ()
+
+
+def test_our_own_beacon_other_versions_and_curve_beacons_are_ignored() -> None:
+    shell = make()
+    assert shell.beacon(wire.Beacon(ME, 5000), HOST, 0.0) == []
+    assert shell.beacon(wire.Beacon(PEER, 5000, version=3), HOST, 0.0) == []  # 43/ZRE
+    assert shell.beacon(wire.Beacon(PEER, 5000, 3, KEY_A), HOST, 0.0) == []  # CURVE
+    assert shell.core.peers == {}
+
+
+def test_a_curve_node_ignores_beacons_without_a_key_and_keys_not_allowed() -> None:
+    shell = make(curve=OUR_KEY, curve_allow=frozenset({KEY_A}))
+    assert shell.beacon(wire.Beacon(PEER, 5000, version=3), HOST, 0.0) == []  # a downgrade
+    assert shell.beacon(wire.Beacon(OTHER, 5000, 3, KEY_B), HOST, 0.0) == []  # not allowed
+    (session,) = shell.beacon(wire.Beacon(PEER, 5000, 3, KEY_A), HOST, 0.0)
+    assert session.protocol.key == text(KEY_A)
+    assert session.protocol.route == route(PEER, text(KEY_A))
+
+
+def test_a_beacon_outside_our_network_links_to_nothing() -> None:
+    shell = make()
+    assert shell.beacon(wire.Beacon(PEER, 5000), "10.0.0.7", 0.0) == []
+    assert shell.refused == 1 and shell.core.peers == {}
+
+
+# ------------------------------------------------------- leaving beacons
+
+
+def test_a_leaving_beacon_pings_and_ends_a_silent_peer_one_second_later() -> None:
+    shell = make()
+    session = entered(shell)
+    session.sent.clear()
+    shell.beacon(wire.Beacon(PEER, 0), HOST, 10.0)
+    assert sent(session) == [wire.Ping(2)]  # numbered after our HELLO (1)
+    assert shell.wakes[-1] == 11.0
+    shell.poll(10.999)
+    assert shell.drops == []
+    shell.poll(11.0)
+    assert shell.drops == [(PEER, ExitReason.BEACON)]
+    assert Exit(PEER, "bob") in shell.published
+    assert shell.core.peers == {} and shell.core.by_route == {}
+
+
+def test_a_peer_that_answers_the_ping_of_a_leaving_beacon_stays() -> None:
+    shell = make()
+    session = entered(shell)
+    shell.beacon(wire.Beacon(PEER, 0), HOST, 10.0)
+    shell.frames(session, wire.PingOk(2), 10.2)
+    shell.poll(11.0)
+    assert shell.drops == [] and PEER in shell.core.peers
+
+
+def test_a_leaving_beacon_from_another_host_is_ignored() -> None:
+    shell = make()
+    session = entered(shell)
+    session.sent.clear()
+    shell.beacon(wire.Beacon(PEER, 0), "192.168.1.66", 10.0)  # a forger on our network
+    assert session.sent == [] and PEER not in shell.core.leave_hints
+    shell.poll(20.0)
+    assert shell.drops == []
+
+
+def test_a_leaving_beacon_with_another_key_is_ignored() -> None:
+    shell = make(curve=OUR_KEY)
+    (session,) = shell.beacon(wire.Beacon(PEER, 5000, 3, KEY_A), HOST, 0.0)
+    shell.frames(session, hello(key=KEY_A), 0.0)
+    assert session.protocol.ready
+    session.sent.clear()
+    shell.beacon(wire.Beacon(PEER, 0, 3, KEY_B), HOST, 10.0)  # its host, not its key
+    assert session.sent == [] and PEER not in shell.core.leave_hints
+    shell.beacon(wire.Beacon(PEER, 0, 3, KEY_A), HOST, 10.0)  # its own
+    assert sent(session) == [wire.Ping(2)]
+
+
+# ------------------------------------------------------------- budgets
+
+
+def test_one_source_brings_a_burst_then_its_rate_of_new_peers() -> None:
+    shell = make(new_peers_per_source=20.0)
+    forged = [uuid.UUID(int=1000 + i) for i in range(SOURCE_BURST + 30)]
+    for peer in forged:
+        shell.beacon(wire.Beacon(peer, 5000), HOST, 0.0)
+    assert len(shell.core.peers) == SOURCE_BURST and shell.refused == 30
+    for peer in forged[SOURCE_BURST:]:
+        shell.beacon(wire.Beacon(peer, 5000), HOST, 1.0)  # one second: 20 more
+    assert len(shell.core.peers) == SOURCE_BURST + 20
+
+
+def test_spoofed_sources_share_one_budget() -> None:
+    shell = make(max_pending_peers=100, handshake_timeout=5.0, new_peers_per_source=20.0)
+    # total: a burst of max(64, 100) = 100, then max(20, 100 / 5) = 20 a second
+    for i in range(150):
+        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"192.168.1.{i % 250}", 0.0)
+    assert len(shell.core.peers) == 100 and shell.refused == 50
+    for i in range(150, 200):
+        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"192.168.1.{i % 250}", 0.5)
+    assert len(shell.core.peers) == 100  # the pending bound holds...
+    assert shell.refused == 50 + 40  # ... and half a second bought 10 new ones
+
+
+def test_at_most_max_pending_peers_wait_for_hello_the_oldest_goes() -> None:
+    shell = make(max_pending_peers=4)
+    peers = [uuid.UUID(int=1 + i) for i in range(6)]
+    for i, peer in enumerate(peers):
+        shell.beacon(wire.Beacon(peer, 5000), HOST, float(i))
+    assert list(shell.core.unready) == peers[2:]
+    assert shell.drops == [(peers[0], ExitReason.HANDSHAKE), (peers[1], ExitReason.HANDSHAKE)]
+    assert shell.core.handshake_for(peers[0]) == 2 * HANDSHAKE  # it missed one
+
+
+def test_handshake_misses_double_the_window_up_to_expired_and_are_bounded() -> None:
+    shell = make()
+    core = shell.core
+    for misses in range(8):
+        (session,) = shell.beacon(wire.Beacon(PEER, 5000 + misses), HOST, 100.0 * misses)
+        assert core.handshake_for(PEER) == min(HANDSHAKE * 2**misses, EXPIRED)
+        shell.apply(core.remove(session, ExitReason.HANDSHAKE, 100.0 * misses + 1), 0.0)
+    entered(shell, now=1000.0)  # a HELLO at last: its count starts again
+    assert PEER not in core.missed_handshakes
+    for i in range(MISSES_KEPT + 10):
+        core._missed_handshake(uuid.UUID(int=i + 1))
+    assert len(core.missed_handshakes) == MISSES_KEPT
+
+
+# ------------------------------------------------------------- strangers
+
+
+def test_oversize_from_a_stranger_is_dropped_and_from_a_peer_ends_it() -> None:
+    shell = make(limits=PeerLimits(message_size=100))
+    assert shell.core.on_stranger([b"\x01" + PEER.bytes, OVERSIZE], 0.0) is None
+    session = entered(shell)
+    # What the inbox hands on for a message over the limit (libzmq or LocalInbox).
+    events = session.protocol.receive([session.protocol.route, OVERSIZE], 1.0)
+    shell.apply(shell.core.received(session, events, 1.0), 1.0)
+    assert shell.drops == [(PEER, ExitReason.LIMITS)]
+    assert Exit(PEER, "bob") in shell.published
+
+
+def test_a_hello_from_a_stranger_makes_a_peer_that_answers() -> None:
+    shell = make()
+    frames = [b"\x01" + PEER.bytes, *wire.encode(hello())]
+    connect = shell.core.on_stranger(frames, 0.0)
+    assert connect == Connect(PEER, f"tcp://{HOST}:5000", answering=True)
+    assert shell.core.on_stranger([b"\x01" + PEER.bytes, *wire.encode(wire.Ping(1))], 0.0) is None
+
+
+def test_a_curve_hello_for_a_uuid_known_under_another_key_is_refused() -> None:
+    shell = make(curve=OUR_KEY)
+    shell.beacon(wire.Beacon(PEER, 5000, 3, KEY_A), HOST, 0.0)
+    spoof = [route(PEER, text(KEY_B)), *wire.encode(hello(key=KEY_B))]
+    assert shell.core.on_stranger(spoof, 0.0) is None
+    own = [route(PEER, text(KEY_A)), *wire.encode(hello(key=KEY_A))]
+    assert shell.core.on_stranger(own, 0.0) == Connect(
+        PEER, f"tcp://{HOST}:5000", KEY_A, None, True
+    )
+
+
+# ---------------------------------------------------------------- gossip
+
+
+def test_gossip_links_to_tuples_and_forgets_peers_that_never_greeted() -> None:
+    shell = make(gossiping=True)
+    core = shell.core
+    assert core.on_gossip(Deliver("not a uuid", "tcp://x:1"), 0.0) == ()
+    assert core.on_gossip(Deliver(ME.hex, "tcp://x:1"), 0.0) == ()
+    assert core.on_gossip(Deliver(PEER.hex, "udp://x:1"), 0.0) == ()  # not tcp:// or ipc://
+    assert core.on_gossip(Deliver(PEER.hex, "tcp://h:1|" + text(KEY_A)), 0.0) == ()  # CURVE
+    (session,) = shell.apply(core.on_gossip(Deliver(PEER.hex, "tcp://10.9.9.9:1"), 0.0), 0.0)
+    assert session.protocol.endpoint == "tcp://10.9.9.9:1"  # gossip crosses subnets
+    shell.apply(core.on_gossip(Forget(PEER.hex), 1.0), 1.0)
+    assert shell.drops == [(PEER, ExitReason.HANDSHAKE)]
+
+
+# ---------------------------------------------------------------- groups
+
+
+def test_groups_are_records_kept_by_joins_leaves_and_exits() -> None:
+    shell = make()
+    core = shell.core
+    session = entered(shell, groups=("a", "b"))
+    assert shell.published[:3] == [
+        Enter(PEER, "bob", (), f"tcp://{HOST}:5000"),
+        Join(PEER, "bob", "a"),
+        Join(PEER, "bob", "b"),
+    ]
+    assert list(core.members("a")) == [PEER]
+    shell.frames(session, wire.Leave(2, "a", 2), 1.0)
+    assert shell.published[-1] == Leave(PEER, "bob", "a")
+    assert list(core.members("a")) == [] and "a" not in core.groups
+    shell.apply(core.remove(session, ExitReason.EXPIRED, 2.0), 2.0)
+    assert core.groups == {}
+
+
+def test_joining_tells_every_peer_and_a_contested_group_elects() -> None:
+    shell = make()
+    core = shell.core
+    session = entered(shell, groups=("g",))
+    session.sent.clear()
+    core.elections.contest("g")
+    shell.apply(core.join("g", 1.0), 1.0)
+    assert core.own_groups() == ["g"] and core.status == 1
+    join, elect = sent(session)
+    assert join == wire.Join(2, "g", 1)
+    assert isinstance(elect, wire.Elect)
+    shell.frames(session, wire.Elect(2, elect.body), 1.1)  # it passes our wave back
+    assert Leader(ME, "me", "g") in shell.published
+    assert core.leader("g") == ME
+    group = core.groups["g"]
+    assert group.joined and group.contested and group.leader == ME
+    assert list(group.members) == [PEER]
+    shell.apply(core.leave("g", 2.0), 2.0)
+    assert [type(m) for m in sent(session)[2:]] == [wire.Leader, wire.Leave]  # we won, we left
+    assert sent(session)[-1] == wire.Leave(5, "g", 2)
+
+
+def test_a_whisper_is_published_from_its_peer() -> None:
+    shell = make()
+    session = entered(shell)
+    shell.frames(session, wire.Whisper(2, (b"hi",)), 1.0)
+    assert shell.published[-1] == Whisper(PEER, "bob", (b"hi",))
+
+
+# ------------------------------------------------------------ properties
+
+beacons = st.tuples(
+    st.integers(1, 40),  # which peer
+    st.sampled_from([5000, 5001, 0]),  # port; 0: leaving
+    st.sampled_from(["192.168.1.20", "192.168.1.21", "192.168.1.99", "10.0.0.1"]),
+    st.floats(0, 2.0),  # time since the last step
+    st.booleans(),  # it says HELLO (to a link we made)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(beacons, max_size=120), st.integers(1, 8))
+def test_no_sequence_of_beacons_and_frames_outgrows_the_bounds(
+    steps: list[tuple[int, int, str, float, bool]], bound: int
+) -> None:
+    shell = make(max_pending_peers=bound)
+    core = shell.core
+    now = 0.0
+    for peer, port, source, elapsed, greets in steps:
+        now += elapsed
+        made = shell.beacon(wire.Beacon(uuid.UUID(int=peer), port), source, now)
+        if greets and made:
+            shell.frames(made[0], hello(), now)
+        if now >= core.deadline():
+            shell.poll(now)
+        assert len(core.unready) <= bound
+        assert len(core.peers) == len(core.by_route)
+        assert set(core.unready) <= set(core.peers)
+        assert len(core.peers) <= bound + sum(p.protocol.ready for p in core.peers.values())
+        assert len(core.leave_hints) <= len(core.peers)
+        assert all(m in core.peers for g in core.groups.values() for m in g.members)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(beacons, max_size=120))
+def test_a_peer_that_answers_is_dropped_by_nothing_but_its_own_link(
+    steps: list[tuple[int, int, str, float, bool]],
+) -> None:
+    shell = make(max_pending_peers=2)
+    core = shell.core
+    answering = entered(shell, peer=uuid.UUID(int=1000), groups=("g",))
+    now = 0.0
+    for peer, port, source, elapsed, _ in steps:
+        now += elapsed
+        # Forged beacons of any kind, its own UUID's leaving ones among them.
+        target = answering.uuid if peer % 4 == 0 else uuid.UUID(int=peer)
+        shell.beacon(wire.Beacon(target, port), source, now)
+        # It answers every PING and talks within its presence window.
+        if any(isinstance(wire.decode(frames), wire.Ping) for frames in answering.sent):
+            shell.frames(answering, wire.PingOk(answering.protocol.in_seq + 1), now)
+        answering.sent.clear()
+        shell.frames(answering, wire.Whisper(answering.protocol.in_seq + 1, ()), now)
+        if now >= core.deadline():
+            shell.poll(now)
+        assert core.peers.get(answering.uuid) is answering
+    assert answering.uuid not in [dropped for dropped, _ in shell.drops]
+    assert math.isfinite(now)
+
+
+# ------------------------------------------------------- in-process peers
+
+
+def test_an_in_process_peer_spends_no_budget_and_ignores_leaving_beacons() -> None:
+    shell = make()
+    core = shell.core
+    for i in range(SOURCE_BURST):
+        shell.beacon(wire.Beacon(uuid.UUID(int=100 + i), 5000), HOST, 0.0)
+    (connect,) = core.on_beacon(wire.Beacon(PEER, 5000), HOST, b"k", 0.0)
+    assert isinstance(connect, Connect)
+    assert not core.admit(connect, in_process=False, now=0.0)  # the source's burst is spent
+    assert core.admit(connect, in_process=True, now=0.0)  # no socket: no budget
+    local = Session(core.protocol_for(connect, 0.0), in_process=True)
+    shell.apply(core.add(local, 0.0), 0.0)
+    assert PEER not in core.unready  # nor a place among the pending
+    shell.frames(local, hello(), 0.0)
+    local.sent.clear()
+    shell.beacon(wire.Beacon(PEER, 0), HOST, 1.0)  # it says GOODBYE over its link instead
+    assert local.sent == [] and PEER not in core.leave_hints
+
+
+@pytest.mark.parametrize("refresh", [True, False])
+def test_with_beacons_refresh_a_known_beacon_refreshes_its_peer(refresh: bool) -> None:
+    shell = make(beacons_refresh=refresh)
+    session = entered(shell)  # heard at 0.0
+    key = wire.encode_beacon(wire.Beacon(PEER, 5000)) + HOST.encode()
+    assert shell.core.quiet[key] is (session if refresh else None)
+    assert shell.core.on_beacon(wire.Beacon(PEER, 5000), HOST, key, 20.0) == ()
+    assert session.protocol.presence.deadline() == (20.0 if refresh else 0.0) + EVASIVE
+
+
+def test_an_ipv6_link_local_endpoint_gets_our_scope() -> None:
+    core: NodeCore[Session] = NodeCore(
+        ME, CoreRules(name="me"), contains=lambda host: host.startswith("fe80::"), scope="eth0"
+    )
+    (connect,) = core.on_beacon(wire.Beacon(PEER, 5000), "fe80::7", b"k", 0.0)
+    assert isinstance(connect, Connect)
+    assert connect.endpoint == "tcp://fe80::7%eth0:5000"
+    assert core.admit(connect, in_process=False, now=0.0)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_a_crowd_that_greets_hands_its_memory_back_a_second_later() -> None:
+    shell = make()
+    crowd = [uuid.UUID(int=300 + i) for i in range(64)]
+    sessions = [shell.beacon(wire.Beacon(peer, 5000), HOST, 0.0)[0] for peer in crowd]
+    for session in sessions:
+        shell.frames(session, hello(), 2.0)
+    assert shell.core.unready == {} and shell.wakes[-1] == 3.0
+    shell.poll(2.999)
+    assert shell.trims == 0
+    shell.poll(3.0)
+    assert shell.trims == 1

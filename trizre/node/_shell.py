@@ -1,0 +1,595 @@
+"""The node's Trio shell: the tasks, the one interpreter of the core's actions, the lifecycle.
+
+The rules live in :class:`~trizre.sansio.node_core.NodeCore` (who is a
+peer, for how long, what our groups and elections ask); the conversation
+with one peer in :class:`~trizre.sansio._peer.PeerProtocol`.  The shell
+feeds them the time and what arrives, and carries out what they return
+(:meth:`NodeShell._apply`):
+
+* beacons out: one at start, then every ``beacon_interval``
+  (:mod:`~trizre.node._discovery_tasks`, as the gossip service);
+* beacons in: a :class:`~trizre.transport._discovery.Discovery` calls
+  ``_on_beacon`` for each, which asks the core; a :class:`Connect` becomes a
+  link (in memory, or TCP) and a :class:`~trizre.transport._session.PeerSession`;
+* inboxes: the ROUTER, and the in-process inbox for peers of this Trio run;
+  each message goes to its peer's protocol; a lone WHISPER is published at
+  once (the fast path), anything else goes through the core;
+* the clock: sleeps until the earliest deadline (the core's, or a peer's
+  presence), then polls the core and lets each peer's protocol ping, report
+  or expire it.
+
+The public API is :class:`~trizre.node._node.Node`, a subclass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Final
+from uuid import UUID
+
+import trio
+import zmq
+from trio_util import RepeatedEvent
+
+from .. import wire
+from .._concurrency import TaskSet, checkpoint
+from ..sansio._election import Elections
+from ..sansio._events import Enter, Evasive, Event, Join, Leave, Shout, Silent, Whisper
+from ..sansio._gossip import Deliver, Forget
+from ..sansio._peer import PeerEvent, Published, node_id
+from ..sansio._presence import Deafness
+from ..sansio.node_core import (
+    Action,
+    Connect,
+    CoreRules,
+    Drop,
+    Flush,
+    NodeCore,
+    Publish,
+    Trim,
+    WakeAt,
+)
+from ..trace import _contract as kinds
+from ..trace._contract import ExitReason
+from ..trace._writer import Tracer
+from ..transport._curve import curve_key, z85
+from ..transport._discovery import Discovery
+from ..transport._gossip_service import GossipService
+from ..transport._interfaces import Interface, Interface6
+from ..transport._links import (
+    CurveClient,
+    CurveServer,
+    Inbox,
+    Link,
+    LocalInbox,
+    LocalLink,
+    TcpLink,
+    bind_inbox,
+    lookup,
+    register,
+    unregister,
+)
+from ..transport._session import PeerSession
+from ..transport._zsock import ZSocket
+from ._config import NodeConfig
+from ._discovery_tasks import run_gossip, send_beacons
+from ._fanout import Fanout
+
+__all__ = ["NodeShell"]
+
+log = logging.getLogger("trizre.node")
+
+_BATCH: Final = 256
+_GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
+_TRACE_KINDS: Final[dict[type, str]] = {
+    Enter: kinds.ENTER,
+    Join: kinds.JOIN,
+    Leave: kinds.LEAVE,
+    Evasive: kinds.EVASIVE,
+    Silent: kinds.SILENT,
+}
+
+
+class NodeShell:
+    """The node's tasks and state outside the rules; :class:`~trizre.Node` adds the API."""
+
+    def __init__(self, uuid: UUID, config: NodeConfig, interface: Interface | Interface6) -> None:
+        self._uuid = uuid
+        self._config = config
+        # zyre's default name: the first 6 hex digits of the UUID.
+        self._name = config.name or uuid.hex[:6].upper()
+        self._interface = interface
+        self._version = config.protocol_version
+        self._identity = b"\x01" + uuid.bytes
+        self._local: LocalInbox | None = None
+        # When our readers waited for a full subscriber (see _publish).
+        self._deafness = Deafness()
+        self._readers = TaskSet()  # the inbox readers' tasks
+        self._planned_deaf = False  # the clock's sleep was planned while deaf
+        self._curve = config.curve
+        allowed = config.curve_allow
+        self._core: NodeCore[PeerSession] = NodeCore(
+            uuid,
+            CoreRules(
+                name=self._name,
+                version=self._version,
+                headers=config.hello_headers,
+                gossiping=config.discovery == "gossip",
+                curve=None if config.curve is None else config.curve.public,
+                curve_allow=allowed if isinstance(allowed, frozenset) else None,
+                beacons_refresh=config.beacons_refresh,
+                evasive_timeout=config.evasive_timeout,
+                expired_timeout=config.expired_timeout,
+                handshake_timeout=config.handshake_timeout,
+                election_timeout=config.election_timeout,
+                max_pending_peers=config.max_pending_peers,
+                new_peers_per_source=config.new_peers_per_source,
+                limits=config.peer_limits,
+            ),
+            contains=interface.contains,
+            scope=interface.name if isinstance(interface, Interface6) else None,
+            key_text=z85,
+            key_bytes=curve_key,
+            deafness=self._deafness,
+        )
+        self._fanout = Fanout()
+        self._inbox: ZSocket | None = None
+        self._discovery: Discovery | None = None
+        self._endpoint = ""
+        self._stopped = False
+        self._presence_wakeup = trio.Event()
+        # The clock's sleep between passes (None during a pass).
+        self._presence_sleep: trio.CancelScope | None = None
+        self._peers_changed = RepeatedEvent()
+        self._pongs = RepeatedEvent()  # set on traffic while ping() waits
+        self._pinging = 0
+        self._tracer: Tracer | None = None
+        self._gossip: GossipService | None = None
+        # The ZAP handler tells this node's inbox from others' by it.
+        self._zap_id = b"trizre-zap-" + uuid.bytes
+        self._limits = config.peer_limits
+        self._nursery: trio.Nursery | None = None  # where links are watched (_watch_link)
+
+    # The core's tables, by the names the node's tests and tools know.
+
+    @property
+    def _peers(self) -> dict[UUID, PeerSession]:
+        return self._core.peers
+
+    @property
+    def _missed_handshakes(self) -> dict[UUID, int]:
+        return self._core.missed_handshakes
+
+    @property
+    def _elections(self) -> Elections:
+        return self._core.elections
+
+    def _handshake_for(self, peer_uuid: UUID) -> float:
+        return self._core.handshake_for(peer_uuid)
+
+    def _trim_memory(self) -> None:
+        """Hand freed memory back to the OS (the node's module says how: tests replace it)."""
+        raise NotImplementedError
+
+    def _log_rarely(self, topic: str, level: int, what: str) -> None:
+        self._core.log_rarely(topic, level, what, trio.current_time())
+
+    # --------------------------------------------------------- interpreter
+
+    def _do(self, action: Action[PeerSession]) -> None:
+        """Carry out one action that needs no waiting (all but Publish, Connect)."""
+        if type(action) is Flush:
+            action.peer.flush()
+        elif type(action) is WakeAt:
+            self._presence_due(action.at)
+        elif type(action) is Drop:
+            self._dropped(action)
+        elif type(action) is Trim:
+            self._trim_memory()
+        else:
+            raise AssertionError(f"not an action to do at once: {action!r}")
+
+    async def _apply(self, actions: Sequence[Action[PeerSession]]) -> None:
+        """Carry out the core's actions in order; publishing may wait for subscribers."""
+        for action in actions:
+            if type(action) is Publish:
+                if action.peer is not None and self._tracer is not None:
+                    self._trace(action.peer, action.event)  # type: ignore[arg-type]
+                await self._publish(action.event)
+            elif type(action) is Connect:
+                self._connect(action, trio.current_time())
+            else:
+                self._do(action)
+
+    def _apply_nowait(self, actions: Sequence[Action[PeerSession]], now: float) -> None:
+        """Carry out the actions of a callback that cannot wait (beacons, gossip)."""
+        for action in actions:
+            if type(action) is Connect:
+                self._connect(action, now)
+            else:
+                self._do(action)  # never Publish: only entered peers make events
+
+    def _connect(self, connect: Connect, now: float) -> PeerSession | None:
+        """Make the link a :class:`Connect` asks for, if the core admits it; the new peer."""
+        config = self._config
+        inbox = (
+            lookup(connect.uuid, connect.endpoint, self._version)
+            if config.local_links and self._curve is None
+            else None
+        )
+        if not self._core.admit(connect, in_process=inbox is not None, now=now):
+            return None
+        link: Link
+        if inbox is not None:
+            link = LocalLink(inbox, self._identity, config.send_hwm)
+            # The clock removes a peer whose node closed our link: at once,
+            # not at its next pass (issue 25: nothing sent after is taken
+            # silently).
+            link.on_close = lambda: self._presence_due(trio.current_time())
+        else:
+            curve: CurveClient | None = None
+            if (cert := self._curve) is not None:
+                assert cert.secret is not None and connect.key is not None
+                curve = CurveClient(cert.public, cert.secret, connect.key)
+            try:
+                link = TcpLink.connect(
+                    connect.endpoint,
+                    self._identity,
+                    config.send_hwm,
+                    curve=curve,
+                    linger_ms=_GOODBYE_LINGER_MS if config.discovery == "gossip" else 0,
+                    ipv6=config.ipv6,
+                )
+            except zmq.ZMQError as exc:
+                # Out of sockets or descriptors: this peer waits for its next
+                # beacon; the node itself carries on.
+                self._log_rarely(
+                    "no-socket",
+                    logging.WARNING,
+                    f"cannot open a socket for peer {connect.uuid} at {connect.endpoint}: {exc}",
+                )
+                return None
+        peer = PeerSession(self._core.protocol_for(connect, now), link)
+        for action in self._core.add(peer, now):
+            self._do(action)
+        return peer
+
+    def _dropped(self, drop: Drop[PeerSession]) -> None:
+        """The core dropped a peer: close our link to it and wake whoever waits on peers."""
+        peer = drop.peer
+        if drop.reason is ExitReason.LIMITS and self._local is not None:
+            # As libzmq drops an oversize frame's connection: its node
+            # learns at once that we took nothing more from it.
+            self._local.drop(peer.protocol.route)
+        peer.link.close()  # wakes its waiting senders with PeerDisconnected
+        if self._gossip is not None:
+            # As zyre: forget its tuple, so that only news of it links again.
+            self._gossip.unpublish(node_id(peer.uuid))
+        if peer.protocol.ready and (tracer := self._tracer) is not None:
+            tracer.record(
+                kinds.EXIT, peer=peer.hex, peer_name=peer.protocol.name, reason=drop.reason
+            )
+        self._peers_changed.set()
+        if self._pinging:
+            self._pongs.set()
+
+    async def _remove_peer(self, peer: PeerSession, reason: ExitReason, detail: str = "") -> None:
+        """Forget a peer, close our link to it, and report Exit if it had entered."""
+        await self._apply(self._core.remove(peer, reason, trio.current_time(), detail))
+
+    async def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
+        """End an entered peer when our TCP link to it breaks (issue 25).
+
+        libzmq would reconnect and go on sending, but what was in flight is
+        lost and the peer will see a gap: its messages after it would be
+        lost too, silently, while our calls returned.  Ending it reports
+        Exit, and later sends raise, until it enters again (its next
+        beacon, or its HELLO, links anew).  Started when the peer enters:
+        a peer that has not said HELLO is left to the handshake timeout (a
+        CURVE server refusing our key breaks the connection at each try)
+        and costs no socket monitor.
+        """
+        peers = self._core.peers
+        try:
+            while True:
+                await link.broken()
+                if peers.get(peer.uuid) is not peer:
+                    return
+                if peer.protocol.ready:
+                    break
+        except trio.ClosedResourceError:
+            return  # the link was closed: the peer is gone already
+        except zmq.ZMQError as exc:  # out of descriptors: its presence still ends it
+            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch a link: {exc}")
+            return
+        # Not logged beyond the core's debug line: a killed process breaks
+        # every link to it at once, and the Exit (trace reason link) says it.
+        await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
+
+    # ------------------------------------------------------------- inbound
+
+    async def _reader(self, inbox: Inbox) -> None:
+        with self._readers.member():  # its waits make us deaf
+            await self._read(inbox)
+
+    async def _read(self, inbox: Inbox) -> None:
+        by_route = self._core.by_route
+        publish_nowait = self._fanout.publish_nowait
+        tracer = self._tracer
+        while True:
+            batch = await inbox.receive_batch(_BATCH)
+            now = trio.current_time()  # one clock read per batch
+            for frames in batch:
+                peer = by_route.get(frames[0])
+                if peer is None:
+                    await self._greet(frames, now)
+                    continue
+                protocol = peer.protocol
+                events = protocol.receive(frames, now)
+                # Nearly all traffic: a WHISPER or a SHOUT, subscribers with
+                # room: no coroutine and no action list (the core has
+                # nothing to add to them, and they queue no reply).
+                if len(events) == 1 and protocol.ended is None:
+                    event = events[0]
+                    if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
+                        if tracer is not None:
+                            self._trace(peer, event)
+                        continue
+                await self._after_receive(peer, frames, events)
+
+    async def _greet(self, frames: Sequence[bytes], now: float) -> None:
+        """A message from a sender we do not know: the core says whether its HELLO makes a peer."""
+        connect = self._core.on_stranger(frames, now)
+        if connect is None:
+            return
+        peer = self._connect(connect, now)
+        if peer is not None:
+            await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
+
+    async def _after_receive(
+        self, peer: PeerSession, frames: Sequence[bytes], events: Sequence[PeerEvent]
+    ) -> None:
+        if events and type(events[0]) is Enter:
+            self._peers_changed.set()  # for wait_for_peer
+            if isinstance(peer.link, TcpLink) and self._nursery is not None:
+                self._nursery.start_soon(self._watch_link, peer, peer.link)
+        await self._apply(self._core.received(peer, events, trio.current_time()))
+        if self._pinging:
+            self._pongs.set()
+        if peer.protocol.ended is ExitReason.HELLO:
+            await self._greet(frames, trio.current_time())  # it starts anew
+
+    # -------------------------------------------------------------- events
+
+    def _trace(self, peer: PeerSession, event: Published) -> None:
+        tracer = self._tracer
+        assert tracer is not None
+        if isinstance(event, Whisper):
+            tracer.message(kinds.WHISPER_RECEIVED, peer.hex, peer.protocol.in_seq)
+        elif isinstance(event, Shout):
+            tracer.message(kinds.SHOUT_RECEIVED, peer.hex, peer.protocol.in_seq, event.group)
+        elif isinstance(event, Join | Leave):
+            kind = _TRACE_KINDS[type(event)]
+            tracer.record(kind, peer=peer.hex, peer_name=event.name, group=event.group)
+        else:
+            tracer.record(_TRACE_KINDS[type(event)], peer=peer.hex, peer_name=event.name)
+
+    async def _publish(self, event: Event) -> None:
+        # Not a checkpoint when every subscriber has room (the common case).
+        if self._fanout.publish_nowait(event):
+            return
+        if not self._readers.has_current():
+            # The clock, an election, a caller: the readers go on reading
+            # meanwhile, so nobody's silence is ours.
+            await self._fanout.publish(event)
+            return
+        # A reader waits for a full subscriber: while it waits we read
+        # nothing, and peers' messages wait unread.  Each peer's clock
+        # leaves that time out, up to expired_timeout (see Deafness): only
+        # the time we really could not read, and bounded, so that peers
+        # that died meanwhile still expire however slow the application.
+        deafness = self._deafness
+        deafness.stopped(trio.current_time())
+        if self._local is not None and self._local.deaf_since is None:
+            self._local.deaf_since = deafness.since  # local peers read this
+        try:
+            await self._fanout.publish(event)
+        finally:
+            deafness.resumed(trio.current_time())
+            if not deafness.deaf:
+                if self._local is not None:
+                    self._local.deaf_since = None
+                if self._planned_deaf:
+                    # Its deadlines took the whole credit: too late now.
+                    self._presence_due(trio.current_time())
+
+    # --------------------------------------------------------------- clock
+
+    def _presence_due(self, at: float) -> None:
+        """Have the clock pass over the peers by ``at``.
+
+        While it sleeps, its wake-up time moves earlier, if need be: a pass
+        looks at every peer, and a pass per new peer made a mesh of N peers
+        that relinks at once cost N² looks (make scale: hundreds of new
+        peers after a kill -9).  During a pass, it passes again after.
+        """
+        sleep = self._presence_sleep
+        if sleep is None:
+            self._presence_wakeup.set()
+        elif at < sleep.deadline:
+            sleep.deadline = at
+
+    def _pongs_of(self, peer_uuid: UUID) -> int | None:
+        found = self._core.peers.get(peer_uuid)
+        return None if found is None else found.protocol.pongs
+
+    async def _presence_keeper(self) -> None:
+        # Not a RepeatedEvent: this waits for a wake-up *or* a deadline.  A
+        # fresh Event is made before each pass, so a peer added while the
+        # pass awaits (publishing, removing) still wakes the next wait.
+        core = self._core
+        while True:
+            self._presence_wakeup = wakeup = trio.Event()
+            now = trio.current_time()
+            if now >= core.deadline():
+                await self._apply(core.poll(now, self._pongs_of))
+            # In-process peers that read are skipped below: look again then.
+            deadline = min(now + self._config.evasive_timeout, core.deadline())
+            for peer in list(core.peers.values()):
+                protocol, link = peer.protocol, peer.link
+                if protocol.has_queued:
+                    peer.flush()  # what found the link full earlier
+                if link.closed:
+                    # Only an in-process peer's node closes our link: it
+                    # stopped without a GOODBYE to us, having dropped us.
+                    await self._remove_peer(peer, ExitReason.GOODBYE)
+                    continue
+                seen = link.liveness(now)
+                if seen == now:
+                    protocol.heard(now)  # its node reads: alive, nothing can be due
+                    continue
+                if seen is not None and seen > protocol.presence.last_heard:
+                    protocol.heard(seen)
+                events = protocol.poll(now)
+                if protocol.has_queued:
+                    peer.flush()  # PINGs
+                for event in events:
+                    if self._tracer is not None:
+                        self._trace(peer, event)
+                    await self._publish(event)
+                if protocol.ended is not None:
+                    if protocol.ended is ExitReason.EXPIRED and protocol.detail:
+                        # Its beacons arrive but its link is deaf: worth an
+                        # operator's eye (libzmq dropped what it carried).
+                        self._log_rarely(
+                            "deaf-link",
+                            logging.WARNING,
+                            f"peer {peer.uuid} ({protocol.name}) removed: {protocol.detail}; "
+                            "linking again at its next beacon",
+                        )
+                    await self._remove_peer(peer, protocol.ended, protocol.detail)
+                else:
+                    deadline = min(deadline, protocol.deadline())
+            deadline = min(deadline, core.deadline())  # peers removed above may have set it
+            self._planned_deaf = self._deafness.deaf
+            with trio.move_on_at(deadline) as self._presence_sleep:
+                await wakeup.wait()
+            self._presence_sleep = None
+
+    # ------------------------------------------------------------- beacons
+
+    def _on_beacon(self, beacon: wire.Beacon, address: str, key: bytes) -> None:
+        """Called by the discovery, synchronously, for every beacon: the core decides."""
+        core = self._core
+        now = trio.current_time()
+        for action in core.on_beacon(beacon, address, key, now):
+            if type(action) is Connect:
+                if (peer := self._connect(action, now)) is not None:
+                    core.beacon_seen(peer, beacon, address, key, now)
+            else:
+                self._do(action)
+
+    # -------------------------------------------------------------- gossip
+
+    def _gossiping(self, gossip: GossipService) -> None:
+        self._gossip = gossip  # dropped peers' tuples are unpublished through it
+
+    def _on_gossip(self, news: Deliver | Forget) -> None:
+        """A tuple from the gossip network: the core decides."""
+        now = trio.current_time()
+        self._apply_nowait(self._core.on_gossip(news, now), now)
+
+    # ---------------------------------------------------------- lifecycle
+
+    async def _start(self, nursery: trio.Nursery, discovery: Discovery | None) -> None:
+        """Bind the inbox and start the node's tasks.
+
+        The schedule point comes first: once the tasks are started nothing
+        here waits, so none of them runs before ``open_node``'s body does,
+        and a subscription made first thing in the body sees every event
+        (a HELLO can arrive within milliseconds, over gossip especially).
+        """
+        await checkpoint()
+        curve: CurveServer | None = None
+        if (cert := self._curve) is not None:
+            assert cert.secret is not None
+            if cert.hidden_from_zyre:
+                log.warning(
+                    "CURVE public key %s starts with a zero octet: zyre ignores this "
+                    "node's beacons (make a new certificate to be found by zyre)",
+                    cert.public_z85,
+                )
+            curve = CurveServer(cert.public, cert.secret, self._config.zap_domain, self._zap_id)
+        interface = self._interface
+        self._nursery = nursery
+        self._inbox, self._endpoint = bind_inbox(
+            interface.scoped if isinstance(interface, Interface6) else str(interface.address),
+            self._config.max_message_size,
+            curve=curve,
+            endpoint=self._config.endpoint,
+            ipv6=isinstance(interface, Interface6),
+        )
+        core = self._core
+        core.endpoint = self._endpoint
+        # What HELLO says: a link-local scope means nothing to the peer (zyre).
+        core.advertised = self._endpoint
+        if isinstance(interface, Interface6):
+            core.advertised = self._endpoint.replace(f"%{interface.name}", "", 1)
+        self._discovery = discovery
+        nursery.start_soon(self._reader, self._inbox)
+        # CURVE peers are all reached over CURVE: an in-memory link would
+        # bypass the allow-list.
+        if self._config.local_links and curve is None:
+            self._local = LocalInbox(self._endpoint, self._version, self._config.max_message_size)
+            register(self._uuid, self._local)
+            nursery.start_soon(self._reader, self._local)
+        if discovery is not None:
+            nursery.start_soon(discovery.listen, self._on_beacon)
+            port = int(self._endpoint.rsplit(":", 1)[1])
+            beacon = self._core.beacon(port)
+            nursery.start_soon(send_beacons, discovery, beacon, self._config.beacon_interval)
+        else:
+            nursery.start_soon(
+                run_gossip,
+                self._config,
+                self._uuid,
+                self._endpoint,
+                self._on_gossip,
+                self._gossiping,
+            )
+        nursery.start_soon(self._presence_keeper)
+        if self._tracer is not None:
+            self._tracer.record(kinds.NODE_START, endpoint=self._endpoint)
+
+    async def _shutdown(self) -> None:
+        """Say goodbye, close every link and socket, end every subscription."""
+        if self._stopped:
+            return
+        self._stopped = True
+        core = self._core
+        core.stopped = True
+        self._peers_changed.set()  # waiters in wait_for_peer raise ClosedResourceError
+        self._pongs.set()
+        if self._local is not None:
+            unregister(self._uuid)
+            self._local.close()
+        for peer in core.peers.values():
+            # In-process peers get what is queued, then GOODBYE; TCP drops
+            # it, except in gossip mode (no leaving beacon there), where the
+            # link lingers to deliver it, as zyre does.
+            peer.link.close(peer.protocol.farewell())
+        if self._discovery is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                try:
+                    await self._discovery.send(core.beacon(0))
+                except (OSError, trio.ClosedResourceError) as exc:
+                    log.debug("could not send the leaving beacon: %s", exc)
+        core.peers.clear()
+        core.by_route.clear()
+        if self._inbox is not None:
+            self._inbox.close()
+        self._fanout.close()
+        if self._tracer is not None:
+            self._tracer.record(kinds.NODE_STOP)
+            self._tracer.close()

@@ -13,6 +13,7 @@ import trio
 import trio.testing
 from trio.testing import wait_all_tasks_blocked
 
+from tests.support.waiting import waiting
 from trizre._concurrency import (
     BoundedQueue,
     Latch,
@@ -333,18 +334,11 @@ def test_a_queue_refuses_a_bad_limit_or_low_water(limit: float, low_water: int |
 
 async def test_a_getter_waits_for_an_item(autojump_clock: trio.abc.Clock) -> None:
     queue: BoundedQueue[str] = BoundedQueue(1)
-    got: list[str] = []
-
-    async def getter() -> None:
-        got.append(await queue.get())
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(getter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.get) as getter:
             assert queue.statistics().tasks_waiting_get == 1
             assert queue.put_nowait("x")
-        assert got == ["x"]
+        assert getter.result == "x"
 
 
 async def test_a_cancelled_get_takes_nothing(autojump_clock: trio.abc.Clock) -> None:
@@ -368,23 +362,14 @@ async def test_a_putter_waits_until_the_queue_drains_to_its_low_water(
     queue: BoundedQueue[int] = BoundedQueue(4, low_water=2)
     for n in range(4):
         queue.put_nowait(n)
-    put = False
-
-    async def putter() -> None:
-        nonlocal put
-        await queue.put(4)
-        put = True
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(putter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.put, 4) as putter:
             assert queue.statistics().tasks_waiting_put == 1
             queue.get_nowait()  # 3 left: room, but above the low water
             await wait_all_tasks_blocked()
-            assert not put
+            assert not putter.done
             queue.get_nowait()  # 2 left: woken
-        assert put
+        assert putter.done
         assert [queue.get_nowait() for _ in range(len(queue))] == [2, 3, 4]
 
 
@@ -403,20 +388,10 @@ async def test_a_cancelled_put_puts_nothing(autojump_clock: trio.abc.Clock) -> N
 
 async def test_closing_wakes_a_waiting_getter_with_end_of_channel() -> None:
     queue: BoundedQueue[int] = BoundedQueue(1)
-    ended = False
-
-    async def getter() -> None:
-        nonlocal ended
-        with pytest.raises(trio.EndOfChannel):
-            await queue.get()
-        ended = True
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(getter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.get, catching=trio.EndOfChannel) as getter:
             queue.close()
-        assert ended
+        assert [type(e) for e in getter.errors] == [trio.EndOfChannel]
 
 
 async def test_a_closed_queue_is_drained_then_ends() -> None:
@@ -451,20 +426,10 @@ async def test_putting_into_a_closed_queue_raises_closed_resource_error() -> Non
 async def test_closing_wakes_a_waiting_putter_with_closed_resource_error() -> None:
     queue: BoundedQueue[int] = BoundedQueue(1)
     queue.put_nowait(1)
-    refused = False
-
-    async def putter() -> None:
-        nonlocal refused
-        with pytest.raises(trio.ClosedResourceError):
-            await queue.put(2)
-        refused = True
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(putter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.put, 2, catching=trio.ClosedResourceError) as putter:
             queue.close()
-        assert refused
+        assert [type(e) for e in putter.errors] == [trio.ClosedResourceError]
         assert queue.get_nowait() == 1  # the waiting item was not put
         with pytest.raises(trio.EndOfChannel):
             queue.get_nowait()
@@ -472,19 +437,12 @@ async def test_closing_wakes_a_waiting_putter_with_closed_resource_error() -> No
 
 async def test_push_goes_over_the_limit_and_wakes_a_getter() -> None:
     queue: BoundedQueue[str] = BoundedQueue(1)
-    got: list[str] = []
-
-    async def getter() -> None:
-        got.append(await queue.get())
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(getter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.get) as getter:
             queue.push("a")
         queue.put_nowait("b")
         queue.push("c")  # over the limit of 1
-        assert got == ["a"] and len(queue) == 2 and queue.full()
+        assert getter.results == ["a"] and len(queue) == 2 and queue.full()
 
 
 async def test_clear_drops_the_items_and_wakes_a_waiting_putter() -> None:
@@ -514,18 +472,11 @@ async def test_get_batch_takes_up_to_its_maximum_oldest_first() -> None:
 
 async def test_get_batch_waits_for_one_and_is_always_a_checkpoint() -> None:
     queue: BoundedQueue[int] = BoundedQueue(10)
-    batches: list[list[int]] = []
-
-    async def getter() -> None:
-        batches.append(await queue.get_batch(10))
-
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(getter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.get_batch, 10) as getter:
             assert queue.statistics().tasks_waiting_get == 1
             queue.put_nowait(1)
-        assert batches == [[1]]
+        assert getter.results == [[1]]
         queue.put_nowait(2)
         with trio.testing.assert_checkpoints():
             assert await queue.get_batch(10) == [2]
@@ -559,15 +510,9 @@ async def test_get_batch_wakes_a_putter_once_below_the_low_water() -> None:
 async def test_closing_wakes_a_get_batch_with_end_of_channel() -> None:
     queue: BoundedQueue[int] = BoundedQueue(2)
     with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-
-            async def getter() -> None:
-                with pytest.raises(trio.EndOfChannel):
-                    await queue.get_batch(2)
-
-            nursery.start_soon(getter)
-            await wait_all_tasks_blocked()
+        async with waiting(queue.get_batch, 2, catching=trio.EndOfChannel) as getter:
             queue.close()
+        assert [type(e) for e in getter.errors] == [trio.EndOfChannel]
 
 
 # -------------------------------------------------------------------- TaskSet

@@ -203,7 +203,11 @@ async def _watch(args: argparse.Namespace) -> int:
             from ._metrics import MetricsApp, registry_for  # noqa: PLC0415 - only for --metrics
             from ._web import serve_page  # noqa: PLC0415
 
-            url = await nursery.start(serve_page, MetricsApp(registry_for(monitor)), *metrics)
+            from ..metrics import NodeCollector  # noqa: PLC0415
+
+            registry = registry_for(monitor)
+            registry.register(NodeCollector(node))  # the watching node's own counts
+            url = await nursery.start(serve_page, MetricsApp(registry), *metrics)
             print(f"serving metrics {url}metrics", flush=True)
         await (_terminal(monitor) if sys.stdout.isatty() else _lines(monitor))
     return 0

@@ -200,10 +200,9 @@ async def _watch(args: argparse.Namespace) -> int:
             url = await nursery.start(serve_page, MonitorApp(monitor), *address)
             print(f"serving {url}", flush=True)
         if metrics is not None:
+            from ..metrics import NodeCollector  # noqa: PLC0415
             from ._metrics import MetricsApp, registry_for  # noqa: PLC0415 - only for --metrics
             from ._web import serve_page  # noqa: PLC0415
-
-            from ..metrics import NodeCollector  # noqa: PLC0415
 
             registry = registry_for(monitor)
             registry.register(NodeCollector(node))  # the watching node's own counts

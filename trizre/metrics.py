@@ -38,7 +38,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from . import Node, NodeStatistics
+from . import Node
 from .cli._metrics import _histogram
 
 __all__ = ["ClientCollector", "HasStatistics", "NodeCollector"]
@@ -135,21 +135,22 @@ class NodeCollector(Collector):
     happens), so the series are bounded whatever peers do.  Each scrape
     calls ``statistics()`` once: cheap, and never a checkpoint.  A node
     that stopped still reports its final counts (and no peers).  Bad
-    input: a ``node`` without ``statistics()`` raises ``TypeError``, a
-    ``name`` that is not a non-empty ``str`` ``ValueError``.
+    input: a ``name`` that is not a non-empty ``str`` raises
+    ``ValueError``, a ``node`` that is not a :class:`trizre.Node`
+    ``TypeError``.
     """
 
     def __init__(self, node: Node, name: str | None = None) -> None:
-        if not callable(getattr(node, "statistics", None)):
-            raise TypeError(f"a NodeCollector reads a trizre Node, got {type(node).__name__}")
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"a node's label is a non-empty str, got {name!r}")
+        if not isinstance(node, Node):
+            raise TypeError(f"a NodeCollector reads a trizre Node, got {type(node).__name__}")
         self.node = node
         self.name = node.name if name is None else name
 
     def collect(self) -> Iterator[Metric]:
         """The node's counters and peer gauges, from one ``statistics()``."""
-        stats: NodeStatistics = self.node.statistics()
+        stats = self.node.statistics()
         label = [self.name]
         for field, metric, doc in _NODE_COUNTERS:
             counter = CounterMetricFamily(metric, doc, labels=["node"])

@@ -8,6 +8,7 @@ parsed with prometheus_client's own parser.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from typing import Any
 
@@ -186,6 +187,21 @@ async def test_forged_leaves_and_a_throttled_stranger_show_in_a_real_scrape() ->
     assert families == documented("### Node metrics")
 
 
+async def test_datagrams_on_the_beacon_port_that_are_not_beacons_are_undecodable() -> None:
+    port = free_udp_port()
+    junk = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    junk.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    with junk, trio.fail_after(30):
+        async with trizre.open_node("a", beacon_port=port, **FAST) as a:
+            assert a.statistics().beacons_ignored["undecodable"] == 0
+            for datagram in (b"junk", b"ZRE\x09" + bytes(18)):  # not ZRE, a version none speaks
+                await junk.sendto(datagram, ("127.255.255.255", port))
+            # A datagram cannot wake a task: polled, bounded by fail_after.
+            while a.statistics().beacons_ignored["undecodable"] < 2:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            assert a.statistics().beacons_ignored["undecodable"] == 2
+
+
 async def test_statistics_after_the_node_stopped_are_its_last_counts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -205,11 +221,5 @@ async def test_statistics_after_the_node_stopped_are_its_last_counts(
 def test_a_node_collector_refuses_what_is_not_a_node_or_a_name() -> None:
     with pytest.raises(TypeError, match="Node"):
         NodeCollector(object())  # type: ignore[arg-type]
-
-    class Fake:
-        name = "fake"
-
-        def statistics(self) -> None: ...
-
     with pytest.raises(ValueError, match="non-empty"):
-        NodeCollector(Fake(), name="")  # type: ignore[arg-type]
+        NodeCollector(object(), name="")  # type: ignore[arg-type]

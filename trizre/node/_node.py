@@ -29,6 +29,7 @@ from ..sansio._presence import Liveness
 from ..sansio.node_core import endpoint_host as _endpoint_host
 from ..trace import _contract as kinds
 from ..trace._writer import Tracer
+from ..transport._discovery import BeaconHub
 from ..transport._interfaces import Interface, Interface6
 from ..transport._session import Build, PeerSession
 from ._config import NodeConfig
@@ -80,8 +81,10 @@ class NodeStatistics:
     * ``beacons_ignored``: beacons the node's rules turned away, by reason
       (``version``, ``downgrade``, ``curve``, ``forged_leave``,
       ``throttled``, ``outside``, ``not_allowed``; ``docs/operations.md``
-      says what each means).  Beacons the discovery could not decode never
-      reach the node and are not here;
+      says what each means), and ``undecodable``: datagrams on the beacon
+      port that are not beacons (counted by the beacon socket, which the
+      nodes of one Trio run on an interface and port share: each reports
+      the socket's count);
     * ``peers``: entered peers by presence (``alive``, ``evasive``,
       ``silent``); ``pending_peers``: linked peers whose HELLO has not come.
     """
@@ -173,10 +176,17 @@ class Node(NodeShell):
             messages_out=self._sent.messages,
             bytes_out=self._sent.octets,
             peers_dropped={str(reason): n for reason, n in core.dropped.items()},
-            beacons_ignored=dict(core.beacons_ignored),
+            beacons_ignored={**core.beacons_ignored, "undecodable": self._undecodable()},
             peers=peers,
             pending_peers=len(core.unready) if not self._stopped else 0,
         )
+
+    def _undecodable(self) -> int:
+        """Datagrams our beacon socket could not decode (shared by the run's nodes on it)."""
+        discovery = self._discovery
+        if isinstance(discovery, BeaconHub) and discovery.socket is not None:
+            return discovery.socket.undecodable
+        return 0  # in memory, or gossip: no datagrams
 
     def _check_open(self) -> None:
         if self._stopped:

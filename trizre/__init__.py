@@ -29,7 +29,7 @@ from ._errors import (
 )
 from .node._config import NodeConfig
 from .node._fanout import EventsIdle, EventStream
-from .node._node import Node
+from .node._node import Node, NodeStatistics
 from .node._open import open_node
 from .sansio._events import (
     Enter,
@@ -79,6 +79,7 @@ __all__ = [
     "Node",
     "NodeConfig",
     "NodeError",
+    "NodeStatistics",
     "TrizreError",
     "PeerDisconnected",
     "Shout",

@@ -18,6 +18,11 @@ your other metrics::
 
 Each scrape reads every client's ``statistics()``; nothing runs between
 scrapes.  ``docs/operations.md`` lists the metrics.
+
+A :class:`NodeCollector` exports what a node itself counts
+(:meth:`trizre.Node.statistics`): its messages and octets in and out, the
+peers it dropped and the beacons it ignored, by reason, and its peers by
+presence.  ``trizre watch --metrics`` registers one for its own node.
 """
 
 from __future__ import annotations
@@ -25,12 +30,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+from . import Node
 from .cli._metrics import _histogram
 
-__all__ = ["ClientCollector", "HasStatistics"]
+__all__ = ["ClientCollector", "HasStatistics", "NodeCollector"]
 
 MAX_CLIENTS: Final = 256
 """Clients one collector reads; adding more raises ``ValueError`` (bounded memory)."""
@@ -97,3 +108,76 @@ class ClientCollector(Collector):
                     seconds.add_metric([name, service], buckets[0], buckets[1])
         yield from counters.values()
         yield seconds
+
+
+# NodeStatistics field -> (metric name, help).
+_NODE_COUNTERS: Final = (
+    ("messages_in", "trizre_node_messages_in", "ZRE messages the node read from its peers."),
+    (
+        "bytes_in",
+        "trizre_node_bytes_in",
+        "Octets of those messages (every frame after the routing id).",
+    ),
+    (
+        "messages_out",
+        "trizre_node_messages_out",
+        "ZRE messages the node handed to its peers' links (a SHOUT once per member).",
+    ),
+    ("bytes_out", "trizre_node_bytes_out", "Octets of those messages."),
+)
+
+
+class NodeCollector(Collector):
+    """A prometheus_client collector of one node's :meth:`~trizre.Node.statistics`.
+
+    Every metric carries the label ``node``: ``name``, or the node's own
+    name.  Reasons are a fixed set (every reason is exported, 0 until it
+    happens), so the series are bounded whatever peers do.  Each scrape
+    calls ``statistics()`` once: cheap, and never a checkpoint.  A node
+    that stopped still reports its final counts (and no peers).  Bad
+    input: a ``name`` that is not a non-empty ``str`` raises
+    ``ValueError``, a ``node`` that is not a :class:`trizre.Node`
+    ``TypeError``.
+    """
+
+    def __init__(self, node: Node, name: str | None = None) -> None:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"a node's label is a non-empty str, got {name!r}")
+        if not isinstance(node, Node):
+            raise TypeError(f"a NodeCollector reads a trizre Node, got {type(node).__name__}")
+        self.node = node
+        self.name = node.name if name is None else name
+
+    def collect(self) -> Iterator[Metric]:
+        """The node's counters and peer gauges, from one ``statistics()``."""
+        stats = self.node.statistics()
+        label = [self.name]
+        for field, metric, doc in _NODE_COUNTERS:
+            counter = CounterMetricFamily(metric, doc, labels=["node"])
+            counter.add_metric(label, float(getattr(stats, field)))
+            yield counter
+        dropped = CounterMetricFamily(
+            "trizre_node_peers_dropped",
+            "Peers the node removed, by reason (goodbye and beacon: they left).",
+            labels=["node", "reason"],
+        )
+        for reason, count in stats.peers_dropped.items():
+            dropped.add_metric([*label, reason], float(count))
+        yield dropped
+        ignored = CounterMetricFamily(
+            "trizre_node_beacons_ignored",
+            "Beacons the node's rules turned away, by reason.",
+            labels=["node", "reason"],
+        )
+        for reason, count in stats.beacons_ignored.items():
+            ignored.add_metric([*label, reason], float(count))
+        yield ignored
+        peers = GaugeMetricFamily(
+            "trizre_node_peers",
+            "The node's peers now: entered ones by presence, and those pending a HELLO.",
+            labels=["node", "presence"],
+        )
+        for presence, count in stats.peers.items():
+            peers.add_metric([*label, presence], float(count))
+        peers.add_metric([*label, "pending"], float(stats.pending_peers))
+        yield peers

@@ -284,6 +284,13 @@ async def test_watch_serves_metrics_a_scraper_reads(tmp_path: Path) -> None:
             worker = {"service": "echo", "worker": "worker"}
             assert value(samples, "trizre_service_requests_total", **worker) == 2.0
             assert (value(samples, "trizre_peers", presence="alive") or 0) >= 2
+            # The watching node's own counts, from its NodeCollector.
+            watcher = {"node": "trizre-watch"}
+            assert (value(samples, "trizre_node_peers", presence="alive", **watcher) or 0) >= 2
+            assert (value(samples, "trizre_node_messages_in_total", **watcher) or 0) > 0
+            assert (
+                value(samples, "trizre_node_peers_dropped_total", reason="sequence", **watcher) == 0
+            )
         command.process.send_signal(signal.SIGTERM)
         code, _, err = await command.finish()
         assert code == 143 and "Traceback" not in err

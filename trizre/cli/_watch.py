@@ -200,10 +200,13 @@ async def _watch(args: argparse.Namespace) -> int:
             url = await nursery.start(serve_page, MonitorApp(monitor), *address)
             print(f"serving {url}", flush=True)
         if metrics is not None:
+            from ..metrics import NodeCollector  # noqa: PLC0415
             from ._metrics import MetricsApp, registry_for  # noqa: PLC0415 - only for --metrics
             from ._web import serve_page  # noqa: PLC0415
 
-            url = await nursery.start(serve_page, MetricsApp(registry_for(monitor)), *metrics)
+            registry = registry_for(monitor)
+            registry.register(NodeCollector(node))  # the watching node's own counts
+            url = await nursery.start(serve_page, MetricsApp(registry), *metrics)
             print(f"serving metrics {url}metrics", flush=True)
         await (_terminal(monitor) if sys.stdout.isatty() else _lines(monitor))
     return 0

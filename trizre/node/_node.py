@@ -15,18 +15,21 @@ data message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, final
 from uuid import UUID, uuid4
 
+import attrs
 import trio
 
 from .. import wire
 from .._concurrency import cancel_shielded_checkpoint, checkpoint, checkpoint_if_cancelled
 from .._errors import MessageTooLarge, PeerDisconnected, UnknownPeer
+from ..sansio._presence import Liveness
 from ..sansio.node_core import endpoint_host as _endpoint_host
 from ..trace import _contract as kinds
 from ..trace._writer import Tracer
+from ..transport._discovery import BeaconHub
 from ..transport._interfaces import Interface, Interface6
 from ..transport._session import Build, PeerSession
 from ._config import NodeConfig
@@ -35,7 +38,7 @@ from ._fanout import EventStream, Overflow
 from ._memory import release_freed_memory
 from ._shell import NodeShell
 
-__all__ = ["Node"]
+__all__ = ["Node", "NodeStatistics"]
 
 # Kept importable here for the tests that read them.
 __all__ += ["_endpoint_host", "_next_multiple"]
@@ -43,6 +46,57 @@ __all__ += ["_endpoint_host", "_next_multiple"]
 _YIELD_EVERY: Final = 32
 _WHISPER_HEAD: Final = len(wire.encode_whisper(0, (), 2)[0])  # signature, command, version, seq
 _SHOUT_HEAD: Final = _WHISPER_HEAD + 1  # and the group's length octet
+
+
+_PRESENCE: Final = {
+    Liveness.ALIVE: "alive",
+    Liveness.PINGED: "alive",  # pinged, its answer not due yet: still responsive
+    Liveness.EVASIVE: "evasive",
+    Liveness.SILENT: "silent",
+}
+
+
+@final
+@attrs.frozen(kw_only=True)
+class NodeStatistics:
+    """What a node counted since it opened: :meth:`Node.statistics`.
+
+    Every count is cumulative since ``open_node`` (it never goes down);
+    ``peers`` and ``pending_peers`` are the state now.
+
+    * ``messages_in`` / ``bytes_in``: ZRE messages the node read from its
+      inboxes (TCP and in-process), any command and any sender (a HELLO
+      from a stranger, a message that ended its peer, all count), and
+      their octets as the wire carries ZRE: every frame after the routing
+      id (ZMTP framing and CURVE's encryption not included);
+    * ``messages_out`` / ``bytes_out``: ZRE messages handed to peers'
+      links, protocol messages (HELLO, JOIN, PING...) and data (each
+      member of a SHOUT counts once), measured the same way.  The last
+      words of a stopping node (its GOODBYEs) are not counted;
+    * ``peers_dropped``: peers removed from the node's table, by reason:
+      every reason an ``exit`` trace line gives (``beacon``, ``expired``,
+      ``goodbye``, ``sequence``, ``malformed``, ``hello``, ``handshake``,
+      ``key``, ``limits``, ``link``), the orderly (``goodbye``,
+      ``beacon``: it left) as the others; peers pending a HELLO count too;
+    * ``beacons_ignored``: beacons the node's rules turned away, by reason
+      (``version``, ``downgrade``, ``curve``, ``forged_leave``,
+      ``throttled``, ``outside``, ``not_allowed``; ``docs/operations.md``
+      says what each means), and ``undecodable``: datagrams on the beacon
+      port that are not beacons (counted by the beacon socket, which the
+      nodes of one Trio run on an interface and port share: each reports
+      the socket's count);
+    * ``peers``: entered peers by presence (``alive``, ``evasive``,
+      ``silent``); ``pending_peers``: linked peers whose HELLO has not come.
+    """
+
+    messages_in: int
+    bytes_in: int
+    messages_out: int
+    bytes_out: int
+    peers_dropped: Mapping[str, int]
+    beacons_ignored: Mapping[str, int]
+    peers: Mapping[str, int]
+    pending_peers: int
 
 
 @final
@@ -97,6 +151,42 @@ class Node(NodeShell):
         return self._interface
 
     # ------------------------------------------------------------- queries
+
+    def statistics(self) -> NodeStatistics:
+        """What this node counted since it opened (see :class:`NodeStatistics`).
+
+        Cheap (counters the node keeps as it goes, and one look at each
+        peer for ``peers``), synchronous and never a checkpoint, so a
+        Prometheus collector may call it on every scrape.  After the node
+        stopped it still answers, with the final counts and no peers.
+        """
+        messages_in = bytes_in = 0
+        for inbox in (self._inbox, self._local):
+            if inbox is not None:
+                messages_in += inbox.received_messages
+                bytes_in += inbox.received_bytes
+        core = self._core
+        peers = dict.fromkeys(("alive", "evasive", "silent"), 0)
+        if not self._stopped:
+            for session in core.entered():
+                peers[_PRESENCE[session.protocol.presence.liveness]] += 1
+        return NodeStatistics(
+            messages_in=messages_in,
+            bytes_in=bytes_in,
+            messages_out=self._sent.messages,
+            bytes_out=self._sent.octets,
+            peers_dropped={str(reason): n for reason, n in core.dropped.items()},
+            beacons_ignored={**core.beacons_ignored, "undecodable": self._undecodable()},
+            peers=peers,
+            pending_peers=len(core.unready) if not self._stopped else 0,
+        )
+
+    def _undecodable(self) -> int:
+        """Datagrams our beacon socket could not decode (shared by the run's nodes on it)."""
+        discovery = self._discovery
+        if isinstance(discovery, BeaconHub) and discovery.socket is not None:
+            return discovery.socket.undecodable
+        return 0  # in memory, or gossip: no datagrams
 
     def _check_open(self) -> None:
         if self._stopped:
@@ -280,7 +370,7 @@ class Node(NodeShell):
         """
         target = self._present(peer)
         content = _frames(frames)
-        self._check_size(_WHISPER_HEAD, content)
+        size = self._check_size(_WHISPER_HEAD, content)
         version = self._version
 
         def build(seq: int) -> list[bytes]:
@@ -288,10 +378,16 @@ class Node(NodeShell):
 
         # _send, inline: one coroutine less on a flood's per-message path.
         await checkpoint_if_cancelled()
+        sent = self._sent
         if (seq := target.send_nowait(build)) is None:
             seq = await target.send(build)
-        elif self._yield_due():
-            await cancel_shielded_checkpoint()
+            sent.messages += 1
+            sent.octets += size
+        else:
+            sent.messages += 1
+            sent.octets += size
+            if self._yield_due():
+                await cancel_shielded_checkpoint()
         if self._tracer is not None:
             self._tracer.message(kinds.WHISPER_SENT, target.hex, seq)
 
@@ -306,11 +402,14 @@ class Node(NodeShell):
         """
         target = self._present(peer)
         content = _frames(frames)
-        self._check_size(_WHISPER_HEAD, content)
+        size = self._check_size(_WHISPER_HEAD, content)
         version = self._version
         seq = target.send_nowait(lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
             return False
+        sent = self._sent
+        sent.messages += 1
+        sent.octets += size
         if self._tracer is not None:
             self._tracer.message(kinds.WHISPER_SENT, target.hex, seq)
         return True
@@ -362,7 +461,7 @@ class Node(NodeShell):
         """
         _check_group(group)
         content = _frames(frames)
-        self._check_size(_SHOUT_HEAD + len(group.encode()), content)
+        size = self._check_size(_SHOUT_HEAD + len(group.encode()), content)
         self._check_open()
         peers = self._core.peers
         members = [peers[member] for member in self._core.members(group)]
@@ -373,6 +472,7 @@ class Node(NodeShell):
             return wire.encode(wire.Shout(seq, group, content, version=version))
 
         tracer = self._tracer
+        sent = self._sent
         full: list[PeerSession] = []
         for peer in members:
             try:
@@ -381,13 +481,18 @@ class Node(NodeShell):
                 continue
             if seq is None:
                 full.append(peer)
-            elif tracer is not None:
+                continue
+            sent.messages += 1
+            sent.octets += size
+            if tracer is not None:
                 tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
         for peer in full:
             try:
                 seq = await self._send(peer, build)
             except PeerDisconnected:
                 continue
+            sent.messages += 1
+            sent.octets += size
             if tracer is not None:
                 tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
         if not full:
@@ -417,7 +522,7 @@ class Node(NodeShell):
         core = self._core
         await self._apply(core.join(group, now) if joining else core.leave(group, now))
 
-    def _check_size(self, head: int, content: tuple[bytes, ...]) -> None:
+    def _check_size(self, head: int, content: tuple[bytes, ...]) -> int:
         """Refuse a data message whose frames total more than max_message_size.
 
         ``head``: the size of its frame 0.  The receiver's limit is not
@@ -426,6 +531,7 @@ class Node(NodeShell):
         size = head + sum(map(len, content))
         if size > self._limits.message_size:
             raise MessageTooLarge(size, self._limits.message_size)
+        return size  # its octets on the wire, counted in statistics() once sent
 
     async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""

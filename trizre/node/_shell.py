@@ -70,7 +70,7 @@ from ..transport._links import (
     register,
     unregister,
 )
-from ..transport._session import PeerSession
+from ..transport._session import PeerSession, Sent
 from ..transport._zsock import ZSocket
 from ._config import NodeConfig
 from ._discovery_tasks import run_gossip, send_beacons
@@ -134,6 +134,8 @@ class NodeShell:
             deafness=self._deafness,
         )
         self._fanout = Fanout()
+        # Messages handed to peers' links (statistics): shared by the sessions.
+        self._sent = Sent()
         self._inbox: ZSocket | None = None
         self._discovery: Discovery | None = None
         self._endpoint = ""
@@ -250,7 +252,7 @@ class NodeShell:
                     f"cannot open a socket for peer {connect.uuid} at {connect.endpoint}: {exc}",
                 )
                 return None
-        peer = PeerSession(self._core.protocol_for(connect, now), link)
+        peer = PeerSession(self._core.protocol_for(connect, now), link, self._sent)
         for action in self._core.add(peer, now):
             self._do(action)
         return peer

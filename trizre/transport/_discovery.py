@@ -94,7 +94,16 @@ class BeaconSocket:
     task at a time (several would each get different beacons).
     """
 
-    __slots__ = ("_closed", "_destination", "_inside", "_interface", "_logs", "_port", "_sock")
+    __slots__ = (
+        "_closed",
+        "_destination",
+        "_inside",
+        "_interface",
+        "_logs",
+        "_port",
+        "_sock",
+        "undecodable",
+    )
 
     def __init__(
         self, interface: Interface | Interface6, port: int, sock: trio.socket.SocketType
@@ -112,6 +121,7 @@ class BeaconSocket:
         # from many (spoofed) senders pays it once per sender.
         self._inside: dict[str, bool] = {}
         self._logs = LogLimiter(burst=10)  # anyone can send datagrams: rate-limited
+        self.undecodable = 0  # datagrams from the subnet that are not beacons (statistics)
 
     @property
     def interface(self) -> Interface | Interface6:
@@ -199,6 +209,7 @@ class BeaconSocket:
             try:
                 beacon = decode_beacon(data)
             except DecodeError as exc:
+                self.undecodable += 1
                 log_rarely(
                     logger,
                     self._logs,

@@ -374,6 +374,8 @@ class LocalInbox:
         "endpoint",
         "links",
         "max_message_size",
+        "received_bytes",
+        "received_messages",
         "version",
     )
 
@@ -385,12 +387,17 @@ class LocalInbox:
         self.deaf_since: float | None = None
         self.links: set[LocalLink] = set()  # links into this inbox, closed with it
         # Unbounded here: each link into it holds at most its hwm (LocalLink).
-        self._queue: BoundedQueue[tuple[LocalLink, list[bytes]]] = BoundedQueue(math.inf)
+        # (link, frames, octets after the identity: as the TCP inbox counts them)
+        self._queue: BoundedQueue[tuple[LocalLink, list[bytes], int]] = BoundedQueue(math.inf)
+        # What receive_batch handed to the node since it opened (its statistics).
+        self.received_messages = 0
+        self.received_bytes = 0
 
     def _put(self, link: LocalLink, frames: list[bytes]) -> None:
-        if sum(map(len, frames)) - len(frames[0]) > self.max_message_size:
+        size = sum(map(len, frames)) - len(frames[0])
+        if size > self.max_message_size:
             frames = [frames[0], OVERSIZE]  # as the TCP inbox
-        self._queue.push((link, frames))
+        self._queue.push((link, frames, size))
 
     async def receive_batch(self, max_messages: int) -> list[list[bytes]]:
         """Wait for messages; return up to ``max_messages`` of them, oldest first.
@@ -404,9 +411,13 @@ class LocalInbox:
         except trio.EndOfChannel:
             raise trio.ClosedResourceError("the local inbox was closed") from None
         batch: list[list[bytes]] = []
-        for link, frames in taken:
+        octets = 0
+        for link, frames, size in taken:
             link._taken()
             batch.append(frames)
+            octets += size
+        self.received_messages += len(batch)
+        self.received_bytes += octets
         return batch
 
     def drop(self, identity: bytes) -> None:

@@ -10,7 +10,7 @@ queues on a FIFO lock, and nobody overtakes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeAlias, final
 from uuid import UUID
 
@@ -20,10 +20,31 @@ from .._errors import PeerDisconnected
 from ..sansio._peer import PeerProtocol
 from ._links import Link
 
-__all__ = ["Build", "PeerSession"]
+__all__ = ["Build", "PeerSession", "Sent"]
 
 Build: TypeAlias = Callable[[int], list[bytes]]
 """A data message's frames for a given sequence number."""
+
+
+@final
+class Sent:
+    """What a node handed to its peers' links: ZRE messages and their octets.
+
+    One per node, shared by its sessions.  Protocol messages are counted
+    here, as they go; data messages by the node's send paths, which know
+    their size already (no frame is measured twice on a flood's path).
+    """
+
+    __slots__ = ("messages", "octets")
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.octets = 0
+
+    def add(self, frames: Sequence[bytes]) -> None:
+        """Count one message of ``frames`` (a protocol message: rare, measured here)."""
+        self.messages += 1
+        self.octets += sum(map(len, frames))
 
 
 @final
@@ -36,11 +57,12 @@ class PeerSession:
 
     # A process may hold thousands of these (100 local nodes: 9,900): the
     # lock is made for the first sender that waits.
-    __slots__ = ("_hex", "_lock", "beacon_key", "link", "protocol", "waiting")
+    __slots__ = ("_hex", "_lock", "beacon_key", "link", "protocol", "sent", "waiting")
 
-    def __init__(self, protocol: PeerProtocol, link: Link) -> None:
+    def __init__(self, protocol: PeerProtocol, link: Link, sent: Sent | None = None) -> None:
         self.protocol = protocol
         self.link = link
+        self.sent = Sent() if sent is None else sent  # its node's, shared
         self.beacon_key: bytes | None = None  # the discovery's key of its beacon
         self.waiting = 0  # data senders queued on the lock
         self._lock: trio.StrictFIFOLock | None = None
@@ -73,6 +95,7 @@ class PeerSession:
         if not self.waiting and not link.closed:
             while (frames := protocol.queued()) is not None and link.send_nowait(frames):
                 protocol.sent_queued()
+                self.sent.add(frames)
         return not protocol.has_queued
 
     def send_nowait(self, build: Build) -> int | None:
@@ -108,6 +131,7 @@ class PeerSession:
                 while (frames := protocol.queued()) is not None:
                     await link.send(frames)
                     protocol.sent_queued()
+                    self.sent.add(frames)
                 await link.send(build(protocol.next_sequence))
                 return protocol.sent()
         except trio.ClosedResourceError:

@@ -124,6 +124,8 @@ class ZSocket:
         "_tag_user_id",
         "_want",
         "_zsock",
+        "received_bytes",
+        "received_messages",
     )
 
     def __init__(
@@ -164,6 +166,10 @@ class ZSocket:
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
         self._max_size = max_message_size if max_message_size >= 0 else 2**63
+        # What receive_batch took off the socket since it opened (a node's
+        # statistics): messages, and a ROUTER's octets after the identity.
+        self.received_messages = 0
+        self.received_bytes = 0
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -224,6 +230,7 @@ class ZSocket:
         while True:
             self._check_open()
             batch: list[list[bytes]] = []
+            octets = 0  # a ROUTER's, counted from the sizes read anyway
             # Ask EVENTS rather than let recv raise Again (pyzmq builds that
             # exception in Python): before the first message, and after it,
             # which is where a round trip's one-message batch ends.  In a
@@ -253,6 +260,7 @@ class ZSocket:
                                     frames.append(frame.bytes)
                             if size > limit:
                                 frames[1:] = (OVERSIZE,)
+                            octets += size
                         else:
                             frame = recv(zsock, _NOBLOCK, False)
                             frames = [frame.bytes]
@@ -267,6 +275,8 @@ class ZSocket:
                 except zmq.Again:
                     pass
             if batch:
+                self.received_messages += len(batch)
+                self.received_bytes += octets
                 self._after_op()
                 # Waiting was this call's schedule point; a second one would
                 # cost a trip through the run queue on every wake-up, which

@@ -27,11 +27,12 @@ second table.  Nothing here imports trio or zmq (``make lint`` checks it).
 """
 
 from ._actions import Action, Connect, Drop, Flush, Held, Publish, Trim, WakeAt
-from ._admission import SOURCE_BURST, Admission, CoreRules, endpoint_host
+from ._admission import BEACONS_IGNORED, SOURCE_BURST, Admission, CoreRules, endpoint_host
 from ._core import CROWD, MISSES_KEPT, NodeCore
 from ._groups import Group, Membership
 
 __all__ = [
+    "BEACONS_IGNORED",
     "CROWD",
     "MISSES_KEPT",
     "SOURCE_BURST",

@@ -28,11 +28,30 @@ from .._guard import LogLimiter, NewPeerBudget, credible_leave, log_rarely
 from .._peer import PeerLimits, hello_from_stranger
 from ._actions import Connect, S
 
-__all__ = ["SOURCE_BURST", "Admission", "CoreRules", "Voice", "endpoint_host"]
+__all__ = ["BEACONS_IGNORED", "SOURCE_BURST", "Admission", "CoreRules", "Voice", "endpoint_host"]
 
 log = logging.getLogger("trizre.node")
 
 SOURCE_BURST: Final = 64  # new peers one beacon source may announce at once
+
+BEACONS_IGNORED: Final = (
+    "version",
+    "downgrade",
+    "curve",
+    "forged_leave",
+    "throttled",
+    "outside",
+    "not_allowed",
+)
+"""Why the rules ignore a beacon, as :attr:`Admission.ignored` counts them.
+
+``version``: it announces the other ZRE version; ``downgrade``: no CURVE
+key, and we talk CURVE only; ``curve``: a CURVE key, and we have no
+certificate; ``forged_leave``: a leaving beacon not from the peer's host or
+key; ``throttled``: a new peer over the new-peer budget (per source or for
+all); ``outside``: an endpoint outside our interface's network;
+``not_allowed``: a CURVE key not in ``curve_allow``.
+"""
 
 
 @final
@@ -138,6 +157,10 @@ class Admission(Generic[S]):
         self._scope = scope
         self._key_text = key_text
         self._key_bytes = key_bytes
+        # Beacons ignored, by reason: a fixed set of keys (bounded), read by
+        # the shell's statistics.  Counted once per beacon that reaches a
+        # rule; quiet beacons (ours, known peers') never do.
+        self.ignored: dict[str, int] = dict.fromkeys(BEACONS_IGNORED, 0)
         # New peers by beacon: per source, and all sources together (spoofed
         # sources): no faster than handshakes time out, so the pending
         # table does not churn sockets (see docs/security.md).
@@ -166,6 +189,7 @@ class Admission(Generic[S]):
         if self.rules.curve is not None:
             if beacon.public_key is not None:
                 return True
+            self.ignored["downgrade"] += 1
             self._voice.say(
                 "downgrade",
                 logging.INFO,
@@ -174,6 +198,7 @@ class Admission(Generic[S]):
             )
             return False
         if beacon.public_key is not None:
+            self.ignored["curve"] += 1
             self._voice.say(
                 "curve-beacon",
                 logging.INFO,
@@ -181,7 +206,10 @@ class Admission(Generic[S]):
                 "this node has no certificate (open_node(curve=...))",
             )
             return False
-        return beacon.version == (1 if self.rules.version == 2 else 3)
+        if beacon.version == (1 if self.rules.version == 2 else 3):
+            return True
+        self.ignored["version"] += 1
+        return False
 
     def credible_leave(self, peer: S, beacon: wire.Beacon, source: str) -> bool:
         """Whether a leaving beacon from ``source`` could be ``peer``'s own; logs (rarely) if not.
@@ -194,6 +222,7 @@ class Admission(Generic[S]):
         key = None if protocol.key is None else self._key_bytes(protocol.key)
         if credible_leave(source, beacon.public_key, protocol.endpoint, key):
             return True
+        self.ignored["forged_leave"] += 1
         self._voice.say(
             "forged-leave",
             logging.INFO,
@@ -301,6 +330,8 @@ class Admission(Generic[S]):
             allowed = self.rules.curve_allow
             if allowed is not None and key not in allowed:
                 # It could not link back to us: do not half-connect.
+                if source is not None:
+                    self.ignored["not_allowed"] += 1
                 self._voice.say(
                     "not-allowed",
                     logging.INFO,
@@ -327,6 +358,7 @@ class Admission(Generic[S]):
             and connect.source is not None
             and (refused := self._budget.admit(connect.source, now))
         ):
+            self.ignored["throttled"] += 1
             if refused == "source":
                 self._voice.warn(f"{connect.source} announces more new peers than allowed")
             else:
@@ -335,6 +367,8 @@ class Admission(Generic[S]):
         if not self.rules.gossiping:
             host = endpoint_host(connect.endpoint)
             if host is None or not self._contains(host):
+                if connect.source is not None:
+                    self.ignored["outside"] += 1
                 self._voice.say(
                     "outside",
                     logging.DEBUG,

@@ -97,6 +97,9 @@ class NodeCore(Generic[S]):
         self.trim_at = math.inf  # when to hand a dissolved crowd's memory back
         self._departed = 0  # peers forgotten since memory was last handed back
         self.elections = Elections(me, timeout=rules.election_timeout)
+        # Peers removed, by reason: every ExitReason a key (bounded), counted
+        # in remove, the one place a peer leaves the table (statistics).
+        self.dropped: dict[ExitReason, int] = dict.fromkeys(ExitReason, 0)
         self.membership: Membership[S] = Membership(
             me,
             name=rules.name,
@@ -120,6 +123,11 @@ class NodeCore(Generic[S]):
     def own_groups(self) -> list[str]:
         """The groups we joined, sorted."""
         return self.membership.own_groups()
+
+    @property
+    def beacons_ignored(self) -> dict[str, int]:
+        """Beacons the rules ignored so far, by reason (:data:`BEACONS_IGNORED`): a live view."""
+        return self.admission.ignored
 
     @property
     def status(self) -> int:
@@ -370,6 +378,7 @@ class NodeCore(Generic[S]):
             self._missed_handshake(peer.uuid)
         del self.peers[peer.uuid]
         del self.by_route[protocol.route]
+        self.dropped[reason] += 1
         actions: list[Action[S]] = [Drop(peer, reason, detail)]
         self._settle(peer, now, actions)
         if peer.beacon_key is not None:

@@ -48,7 +48,6 @@ import trio
 from .. import Node
 from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
-from ._clients import ServiceClient, open_service_client
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
 from ._server import (
     IncomingRequest,
@@ -58,6 +57,7 @@ from ._server import (
     check_service_name,
     open_server,
 )
+from ._service_client import ServiceClient, open_service_client
 from ._titanic_commit import _GroupCommit
 from ._titanic_store import (
     PENDING,

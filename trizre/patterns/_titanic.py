@@ -49,13 +49,13 @@ from .. import Node
 from .._concurrency import unwrap_single_exception_group
 from . import _protocol as proto
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
+from ._open_server import open_server
 from ._server import (
     IncomingRequest,
     ReplyCache,
     ReplyWith,
     Server,
     check_service_name,
-    open_server,
 )
 from ._service_client import ServiceClient, open_service_client
 from ._titanic_commit import _GroupCommit

@@ -38,8 +38,9 @@ from ._clients import (
     open_service_client,
 )
 from ._common import PatternError, RemoteError, RequestAbandoned, RetryPolicy
+from ._open_server import open_server
 from ._protocol import PatternDecodeError, Reply, Request, Status
-from ._server import Handler, IncomingRequest, ReplyCache, ReplyWith, Server, open_server
+from ._server import Handler, IncomingRequest, ReplyCache, ReplyWith, Server
 from ._titanic import (
     Titanic,
     TitanicClient,

@@ -33,8 +33,9 @@ from .._concurrency import Wakeup, unwrap_single_exception_group
 from ..trace import _contract as kinds
 from . import _protocol as proto
 from ._bstar_fsm import BinaryStarError, BinaryStarFSM, State, Transition
+from ._open_server import open_server
 from ._port import open_port
-from ._server import Handler, IncomingRequest, ReplyCache, Server, open_server
+from ._server import Handler, IncomingRequest, ReplyCache, Server
 from ._status import BSTAR_GROUP
 
 __all__ = ["BinaryStarServer", "DuplicateServer", "open_binary_star_server"]

@@ -1,7 +1,7 @@
 """A client's retry rules for one request, sans I/O.
 
 :class:`Retry` keeps the state of one request across its attempts and
-answers the Trio shell (``_clients._request``) with deadlines and verdicts
+answers the Trio shell (``_attempts._request``) with deadlines and verdicts
 (``patterns/README.md`` §5.4, ``patterns/lazy-pirate.md``):
 
 * each attempt has ``attempt_timeout`` seconds, counted from its start;

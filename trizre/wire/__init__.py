@@ -46,6 +46,8 @@ from ._message import (
     PingOk,
     Shout,
     Whisper,
+)
+from ._message_codec import (
     decode,
     election_body,
     encode,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.audit_traces import Node, Traces, flagged_rids, rid, rids
+from tests.support.audit_traces import Node, Traces, flagged_rids, rid, rids, uuid_of
 from tests.support.spark import require_java
 
 pytest.importorskip("pyspark")
@@ -29,6 +29,7 @@ from trizre.audit._rules import (
     latency_histogram,
     latency_stats,
     overview,
+    overview_groups,
     presence,
     read_lines,
     request_summary,
@@ -568,6 +569,32 @@ def test_rotated_files_are_read_together(spark: SparkSession, tmp_path: Path) ->
     summary = request_summary(request_table(valid_lines(tagged), ov), 5)
     assert summary["counts"]["answered"] == 10
     assert all(f["count"] == 0 for f in summary["flags"].values())
+
+
+def test_overview_is_one_hash_aggregation_and_keeps_every_rare_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Pass 1 aggregates numbers only, so Spark hashes rather than sorts every
+    line (docs/benchmarks.md); repeated rare lines and a renamed node survive."""
+    tr = Traces()
+    node = tr.node("server", start=1.0)
+    tr.line(node, "node-start", 1.0, endpoint="tcp://127.0.0.1:5670")  # the same line again
+    for _ in range(2):
+        tr.line(node, "exit", 3.0, peer=uuid_of("gone"), peer_name="gone", reason="expired")
+    tr.line(node, "node-stop", 4.0)
+    directory = tr.write(tmp_path)
+    renamed = next(directory.glob("server-*.jsonl"))
+    with renamed.open("a") as f:  # the same node, restarted under another name
+        f.write(json.dumps({**tr.lines[node][-1], "m": 5.0, "t": 5.0, "name": "zerver"}) + "\n")
+    tagged = _tagged(spark, directory)
+    plan = overview_groups(tagged)._jdf.queryExecution().executedPlan().toString()
+    assert "HashAggregate" in plan, plan
+    assert "SortAggregate" not in plan and "ObjectHashAggregate" not in plan, plan
+    ov = overview(tagged)
+    info = ov.nodes[node.uuid]
+    assert (info.lines, info.starts, info.stops) == (6, [1.0, 1.0], [4.0, 5.0])
+    assert [(e.ts, e.peer, e.reason) for e in info.exits] == [(3.0, uuid_of("gone"), "expired")] * 2
+    assert (info.name, info.first_ts, info.last_ts) == ("zerver", 1.0, 5.0)
 
 
 def test_no_trace_is_skipped_silently_whatever_its_name(

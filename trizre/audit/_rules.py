@@ -306,8 +306,17 @@ def valid_lines(tagged: DataFrame) -> DataFrame:
 # Pass 1: overview
 
 
-def overview(tagged: DataFrame) -> Overview:
-    """Pass 1 over a :func:`tag_lines` frame (see :class:`Overview`)."""
+def overview_groups(tagged: DataFrame) -> DataFrame:
+    """The grouped aggregation :func:`overview` collects.
+
+    One grouped aggregation whose buffers are numbers only (count, first and
+    last time), so that Spark runs it as a hash aggregation: a string
+    ``max(name)`` or a ``collect_list`` of the rare lines would make it sort
+    every line instead (10 M lines on 2 cores: docs/benchmarks.md).  The
+    name and the rare lines' fields are grouping keys instead: a node has
+    one name or a few, and each rare line is a group of its own (``n``
+    counts identical ones), every other line has a null ``small``.
+    """
     small = F.struct(
         F.col("ts"),
         F.col("old_state"),
@@ -317,7 +326,7 @@ def overview(tagged: DataFrame) -> Overview:
         F.col("peer_name"),
         F.col("reason"),
     )
-    rows = (
+    return (
         tagged.select(
             "line_status",
             "node",
@@ -326,17 +335,20 @@ def overview(tagged: DataFrame) -> Overview:
             "ts",
             F.when(_kind(*_SMALL_KINDS), small).alias("small"),
         )
-        .groupBy("line_status", "node", "kind")
+        .groupBy("line_status", "node", "name", "kind", "small")
         .agg(
             F.count(F.lit(1)).alias("n"),
-            F.max("name").alias("name"),
             F.min("ts").alias("first_ts"),
             F.max("ts").alias("last_ts"),
-            F.collect_list("small").alias("small"),
         )
-        .collect()
     )
+
+
+def overview(tagged: DataFrame) -> Overview:
+    """Pass 1 over a :func:`tag_lines` frame (see :class:`Overview`)."""
+    rows = overview_groups(tagged).collect()
     ov = Overview()
+    names: dict[str, str] = {}
     for row in rows:
         n = int(row["n"])
         ov.lines += n
@@ -357,11 +369,15 @@ def overview(tagged: DataFrame) -> Overview:
         info.lines += n
         info.kinds[kind] = info.kinds.get(kind, 0) + n
         if row["name"] is not None:
-            info.name = str(row["name"])
+            # The greatest name a node wrote, whatever order the groups come in.
+            names[node] = max(names.get(node, ""), str(row["name"]))
         info.first_ts = min(info.first_ts, float(row["first_ts"]))
         info.last_ts = max(info.last_ts, float(row["last_ts"]))
-        for item in row["small"]:
-            ts = float(item["ts"])
+        item = row["small"]
+        if item is None:
+            continue
+        ts = float(item["ts"])
+        for _ in range(n):
             if kind == T.BSTAR_STATE and item["state"] is not None:
                 info.changes.append(
                     StateChange(ts, item["old_state"], str(item["state"]), item["event"])
@@ -374,6 +390,8 @@ def overview(tagged: DataFrame) -> Overview:
                 info.exits.append(
                     ExitLine(ts, str(item["peer"]), item["peer_name"], item["reason"])
                 )
+    for node, name in names.items():
+        ov.nodes[node].name = name
     for info in ov.nodes.values():
         info.changes.sort(key=lambda c: c.ts)
         info.starts.sort()

@@ -49,10 +49,13 @@ cores (10 M lines on 2 cores: about 5 s less, docs/benchmarks.md)."""
 LOCAL_CONFIG: Final = {
     "spark.shuffle.compress": "false",
     "spark.shuffle.spill.compress": "false",
+    "spark.sql.execution.useObjectHashAggregateExec": "false",
 }
 """Spark settings of a local-mode audit: shuffle files stay on this machine,
 so compressing them costs CPU and saves no network (10 M lines on 2 cores:
-about 4 s less, docs/benchmarks.md)."""
+about 4 s less, docs/benchmarks.md).  The request table's aggregation
+(a million groups, string and list buffers) outgrows an object hash map at
+once and falls back to sorting; sorting from the start costs less CPU."""
 
 _LOG4J2: Final = """\
 rootLogger.level = warn

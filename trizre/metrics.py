@@ -27,7 +27,7 @@ presence.  ``trizre watch --metrics`` registers one for its own node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, Protocol
 
 from prometheus_client.core import (
@@ -156,22 +156,18 @@ class NodeCollector(Collector):
             counter = CounterMetricFamily(metric, doc, labels=["node"])
             counter.add_metric(label, float(getattr(stats, field)))
             yield counter
-        dropped = CounterMetricFamily(
+        yield _by_reason(
             "trizre_node_peers_dropped",
             "Peers the node removed, by reason (goodbye and beacon: they left).",
-            labels=["node", "reason"],
+            label,
+            stats.peers_dropped,
         )
-        for reason, count in stats.peers_dropped.items():
-            dropped.add_metric([*label, reason], float(count))
-        yield dropped
-        ignored = CounterMetricFamily(
+        yield _by_reason(
             "trizre_node_beacons_ignored",
             "Beacons the node's rules turned away, by reason.",
-            labels=["node", "reason"],
+            label,
+            stats.beacons_ignored,
         )
-        for reason, count in stats.beacons_ignored.items():
-            ignored.add_metric([*label, reason], float(count))
-        yield ignored
         peers = GaugeMetricFamily(
             "trizre_node_peers",
             "The node's peers now: entered ones by presence, and those pending a HELLO.",
@@ -181,3 +177,13 @@ class NodeCollector(Collector):
             peers.add_metric([*label, presence], float(count))
         peers.add_metric([*label, "pending"], float(stats.pending_peers))
         yield peers
+
+
+def _by_reason(
+    name: str, doc: str, label: list[str], counts: Mapping[str, int]
+) -> CounterMetricFamily:
+    """One counter family with a ``reason`` label: a sample per reason, zeros included."""
+    family = CounterMetricFamily(name, doc, labels=["node", "reason"])
+    for reason, count in counts.items():
+        family.add_metric([*label, reason], float(count))
+    return family

@@ -31,7 +31,7 @@ HTML_FILE: Final = "report.html"
 REQUESTS_DIR: Final = "requests.parquet"
 
 HISTOGRAM_BINS_PER_DECADE: Final = 10
-"""As in :func:`trizre.audit._rules.latency_histogram`."""
+"""As in :func:`trizre.audit._requests.latency_histogram`."""
 
 _STATE_COLOURS: Final = {
     "ACTIVE": "#2e9d4e",

@@ -1,6 +1,6 @@
 """What the audit collects of each node, and the Binary Star timeline: plain Python.
 
-The overview pass (``_rules.overview``) gathers the rare lines of each node
+The overview pass (``_overview.overview``) gathers the rare lines of each node
 (state changes, starts, stops, exits) into :class:`NodeInfo`; from there on
 the Binary Star rules are ordinary Python over ordinary data, with no
 Spark: which server was in which state when (:func:`server_segments`),

@@ -81,7 +81,6 @@ __all__ = [
     "REQUEST_COLUMNS",
     "UNJUDGED_LISTED",
     "USED_COLUMNS",
-    "_INF",
     "_SMALL_KINDS",
     "_WHY",
     "AuditResult",
@@ -112,8 +111,6 @@ __all__ = [
 ]
 
 NODES_LISTED: Final = 1000
-
-_INF: Final = float("inf")
 
 
 # --------------------------------------------------------------------------

@@ -39,7 +39,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from . import Node
-from .cli._metrics import _histogram
 
 __all__ = ["ClientCollector", "HasStatistics", "NodeCollector"]
 
@@ -187,3 +186,28 @@ def _by_reason(
     for reason, count in counts.items():
         family.add_metric([*label, reason], float(count))
     return family
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _histogram(data: object) -> tuple[list[tuple[str, float]], float] | None:
+    """Announced ``{"le": bounds, "counts": per bucket and one above, "sum"}`` as
+    prometheus_client's cumulative buckets and sum; ``None`` if malformed."""
+    if not isinstance(data, dict):
+        return None
+    bounds, counts, total = data.get("le"), data.get("counts"), _number(data.get("sum"))
+    if not (isinstance(bounds, list) and isinstance(counts, list) and total is not None):
+        return None
+    if len(counts) != len(bounds) + 1 or len(bounds) > 64:
+        return None
+    numbers = [_number(x) for x in [*bounds, *counts]]
+    if any(n is None for n in numbers):
+        return None
+    buckets: list[tuple[str, float]] = []
+    running = 0.0
+    for bound, count in zip([*bounds, "+Inf"], counts, strict=True):
+        running += float(count)
+        buckets.append((str(float(bound)) if bound != "+Inf" else "+Inf", running))
+    return buckets, total

@@ -31,6 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..metrics import _histogram, _number
 from ._monitor import Monitor
 from ._web import Receive, Scope, Send, respond
 
@@ -56,10 +57,6 @@ _SERVER_COUNTERS: Final = (
 
 def _label(value: object) -> str:
     return "" if value is None else str(value)
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class MonitorCollector(Collector):
@@ -211,27 +208,6 @@ class MonitorCollector(Collector):
                 if server["last_heard"] is not None:
                     heard.add_metric([name, server["name"], server["role"]], server["last_heard"])
         yield from (health, since, last, state, heard, failovers)
-
-
-def _histogram(data: object) -> tuple[list[tuple[str, float]], float] | None:
-    """Announced ``{"le": bounds, "counts": per bucket and one above, "sum"}`` as
-    prometheus_client's cumulative buckets and sum; ``None`` if malformed."""
-    if not isinstance(data, dict):
-        return None
-    bounds, counts, total = data.get("le"), data.get("counts"), _number(data.get("sum"))
-    if not (isinstance(bounds, list) and isinstance(counts, list) and total is not None):
-        return None
-    if len(counts) != len(bounds) + 1 or len(bounds) > 64:
-        return None
-    numbers = [_number(x) for x in [*bounds, *counts]]
-    if any(n is None for n in numbers):
-        return None
-    buckets: list[tuple[str, float]] = []
-    running = 0.0
-    for bound, count in zip([*bounds, "+Inf"], counts, strict=True):
-        running += float(count)
-        buckets.append((str(float(bound)) if bound != "+Inf" else "+Inf", running))
-    return buckets, total
 
 
 def registry_for(monitor: Monitor) -> CollectorRegistry:

@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import trizre
+from tests.support.cli import cli, http, lo, start
 from tests.support.nodes import FAST, MEMORY, free_udp_port
+from tests.support.scrape import SUFFIXES, Samples, documented, parse, value
 from tests.support.watch import echo, start_primary, until, watching
-from tests.system.test_cli import cli, lo, start
-from tests.system.test_watch import http
 from trizre import patterns
 from trizre.cli._metrics import MetricsApp, _histogram, registry_for
 from trizre.cli._monitor import Monitor
@@ -31,32 +31,7 @@ from trizre.cli._web import serve_page
 from trizre.metrics import ClientCollector
 from trizre.patterns import _server
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 ROOT = Path(__file__).resolve().parents[2]
-_SUFFIXES = re.compile(r"_(total|bucket|count|sum)$")
-
-
-def documented(heading: str = "### Metrics") -> set[str]:
-    """The metrics in the table under ``heading`` in docs/operations.md, without _total."""
-    text = (ROOT / "docs" / "operations.md").read_text()
-    section = text.split(heading, 1)[1].split("\n### ", 1)[0]
-    return {_SUFFIXES.sub("", name) for name in re.findall(r"^\| `(trizre_\w+)`", section, re.M)}
-
-
-def parse(text: str) -> Samples:
-    """Every sample of a scrape, by (name, labels), as the client library parses it."""
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    """The one sample named ``name`` whose labels include ``labels`` (None: none)."""
-    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
-    assert len(found) <= 1, (name, labels, found)
-    return found[0] if found else None
 
 
 def scrape(monitor: Monitor) -> Samples:
@@ -319,7 +294,7 @@ def test_the_guard_catches_a_metrics_listener_beyond_loopback() -> None:
 def test_the_example_dashboard_uses_only_documented_metrics() -> None:
     dashboard = json.loads((ROOT / "docs" / "grafana-trizre.json").read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
-    used = {_SUFFIXES.sub("", n) for e in exprs for n in re.findall(r"trizre_\w+", e)}
+    used = {SUFFIXES.sub("", n) for e in exprs for n in re.findall(r"trizre_\w+", e)}
     known = documented() | documented("### Client metrics")
     assert used and used <= known, used - known
 

@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import trizre
-from tests.node.test_metrics import documented, parse, value
+from tests.support.cli import http
 from tests.support.nodes import FAST, MEMORY, free_udp_port, next_event, node_with_raw_peer
-from tests.system.test_watch import http
+from tests.support.scrape import documented, parse, value
 from trizre import wire
 from trizre.cli._metrics import MetricsApp
 from trizre.cli._web import serve_page

@@ -18,8 +18,8 @@ import trio
 from rich.console import Console
 
 import trizre
+from tests.support.cli import cli, http, lo, start
 from tests.support.nodes import FAST, free_udp_port
-from tests.system.test_cli import cli, lo, start
 from trizre import patterns
 from trizre.cli._monitor import open_monitor
 from trizre.cli._watch import render
@@ -67,21 +67,6 @@ def test_remote_addresses_need_the_flag() -> None:
 
 
 # -------------------------------------------------------------------- page
-
-
-async def http(port: int, path: str, method: str = "GET") -> tuple[str, dict[str, str], bytes]:
-    """One request on a fresh connection: (status line, headers, body)."""
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    async with stream:
-        request = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        await stream.send_all(request.encode())
-        data = b""
-        async for chunk in stream:
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status, *lines = head.decode().split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
-    return status, headers, body
 
 
 class Events:

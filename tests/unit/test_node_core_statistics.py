@@ -15,6 +15,7 @@ from tests.unit.test_node_core import (
     KEY_A,
     KEY_B,
     ME,
+    NET,
     OTHER,
     OUR_KEY,
     PEER,
@@ -89,7 +90,7 @@ def test_beacons_the_rules_turn_away_are_counted_by_reason() -> None:
     entered(shell)
     for t in range(5):
         shell.beacon(wire.Beacon(PEER, 5000), HOST, float(t))
-    shell.beacon(wire.Beacon(PEER, 0), "192.168.1.66", 10.0)  # a forged leave
+    shell.beacon(wire.Beacon(PEER, 0), f"{NET}66", 10.0)  # a forged leave
     shell.beacon(wire.Beacon(PEER, 0), HOST, 10.0)  # a credible one: judged by its PING
     assert nonzero(core.beacons_ignored) == {
         "version": 2,

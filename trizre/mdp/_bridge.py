@@ -25,7 +25,6 @@ trigger is rate-limited (:func:`trizre.sansio._guard.log_rarely`).
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import math
@@ -51,6 +50,7 @@ from ..patterns import (
     open_service_client,
 )
 from ..sansio._guard import LogLimiter, log_rarely
+from ..transport._links import bind_when_free
 from ..transport._zsock import ZSocket, context
 from . import _codec as mdp
 
@@ -557,7 +557,7 @@ async def open_mdp_bridge(
             raise ValueError(f"{name} must be a positive integer, got {count!r}")
     raw: zmq.Socket[Any] = context().socket(zmq.ROUTER)
     try:
-        await _bind(raw, bind)
+        await bind_when_free(raw, bind, "the MDP bridge")
     except BaseException:
         raw.close(linger=0)
         raise
@@ -598,32 +598,3 @@ async def open_mdp_bridge(
         # on the socket would raise ClosedResourceError in it.
         with suppress(Exception):
             sock.close()
-
-
-_REBIND_GRACE: Final = 1.0
-"""Seconds a bind waits for a port that is still being released (see :func:`_bind`)."""
-
-
-async def _bind(raw: zmq.Socket[Any], bind: str) -> None:
-    """Bind ``raw``; an address in use is tried again for up to :data:`_REBIND_GRACE` seconds.
-
-    libzmq releases a closed socket's port on its own I/O thread, a moment
-    after ``close`` returns: a bridge restarted on its endpoint in the same
-    process would otherwise fail now and then.  A port another program
-    holds still fails, after the grace, with ``zmq.ZMQError`` naming it.
-    """
-    with trio.move_on_after(_REBIND_GRACE):
-        while True:
-            try:
-                raw.bind(bind)
-                return
-            except zmq.ZMQError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise zmq.ZMQError(
-                        exc.errno, f"cannot bind the MDP bridge to {bind!r}: {exc}"
-                    ) from exc
-            await trio.sleep(0.02)
-    try:
-        raw.bind(bind)
-    except zmq.ZMQError as exc:
-        raise zmq.ZMQError(exc.errno, f"cannot bind the MDP bridge to {bind!r}: {exc}") from exc

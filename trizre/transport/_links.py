@@ -24,6 +24,7 @@ Nothing is dropped while both nodes run.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import math
 import sys
@@ -59,6 +60,7 @@ __all__ = [
     "LocalLink",
     "TcpLink",
     "bind_inbox",
+    "bind_when_free",
     "lookup",
     "register",
     "unregister",
@@ -559,3 +561,27 @@ def lookup(node: UUID, endpoint: str, version: int) -> LocalInbox | None:
     if inbox is None or inbox.closed or inbox.endpoint != endpoint or inbox.version != version:
         return None
     return inbox
+
+
+REBIND_GRACE: Final = 1.0
+"""Seconds :func:`bind_when_free` waits for a port that is still being released."""
+
+
+async def bind_when_free(sock: zmq.Socket[Any], endpoint: str, what: str) -> None:
+    """Bind ``sock`` to ``endpoint``, trying an address in use again for :data:`REBIND_GRACE` s.
+
+    libzmq releases a closed socket's port on its I/O thread a moment after
+    ``close`` returns, so a server restarted on its endpoint in the same
+    process finds it in use now and then.  A port another program holds
+    still fails, after the grace, with ``zmq.ZMQError`` naming ``what`` and
+    the endpoint.  Cancellation: nothing is bound.
+    """
+    deadline = trio.current_time() + REBIND_GRACE
+    while True:
+        try:
+            sock.bind(endpoint)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EADDRINUSE or trio.current_time() >= deadline:
+                raise zmq.ZMQError(exc.errno, f"cannot bind {what} to {endpoint!r}: {exc}") from exc
+        await trio.sleep(0.02)

@@ -147,12 +147,44 @@ def layer_map() -> str:
     order = list(LAYERS)
     lines = ["flowchart BT"]
     lines += [f'    {names[layer]}["{layer}"]' for layer in LAYERS]
-    for a, b in sorted(edges, key=lambda e: (order.index(e[0]), order.index(e[1]))):
+    for a, b in sorted(_reduced(edges), key=lambda e: (order.index(e[0]), order.index(e[1]))):
         # An import from a lower room into a higher one is drawn dashed: a
         # layer that leans on one above it.
         arrow = "-. up .->" if order.index(b) > order.index(a) else "-->"
         lines.append(f"    {names[a]} {arrow} {names[b]}")
     return "\n".join(lines)
+
+
+def _reduced(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The imports no longer path of imports already implies (a readable map).
+
+    Room A importing room C directly is left out when A imports some B
+    that reaches C: the map then shows each room resting on the next,
+    not 34 crossing arrows.  An upward import is always drawn.
+    """
+    after: dict[str, set[str]] = {}
+    for a, b in edges:
+        after.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str, skip: tuple[str, str]) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            room = todo.pop()
+            for nxt in after.get(room, ()):
+                if (room, nxt) == skip or nxt in seen:
+                    continue
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    order = list(LAYERS)
+    return {
+        (a, b)
+        for a, b in edges
+        if order.index(b) > order.index(a) or not reaches(a, b, skip=(a, b))
+    }
 
 
 DIAGRAMS: dict[str, tuple[str, Callable[[], str]]] = {

@@ -116,6 +116,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_hostile_peer.py --rate 10000 --seconds 60 \
 		--json benchmarks/results/hostile_peer_60s.json
 	$(BIN)/python benchmarks/plots.py --results benchmarks/results --out docs/img
+	$(BIN)/python benchmarks/targets.py --results benchmarks/results
 
 # Mutation fuzzing, ten times what make test feeds: over a million inputs
 # each through the message decoder, and hundreds of thousands through the
@@ -147,7 +148,7 @@ scale: $(STAMP) java
 
 # The audit benchmark writes ~2 GB of traces under /tmp.
 bench-audit: $(STAMP) java
-	$(BIN)/python benchmarks/bench_audit.py --events 10000000
+	$(BIN)/python benchmarks/bench_audit.py --events 10000000 --json benchmarks/results/audit.json
 
 # make audit TRACE_DIR=path [REPORT_DIR=path]
 audit: $(STAMP) java

@@ -84,6 +84,7 @@ async def test_the_metrics_of_peers_services_and_a_pair(
             assert value(samples, "trizre_service_replies_total", **worker) == 3.0
             assert value(samples, "trizre_service_accepted_total", **worker) == 3.0
             assert value(samples, "trizre_service_retries_total", **worker) == 0.0
+            assert value(samples, "trizre_service_answers_unsent_total", **worker) == 0.0
             assert value(samples, "trizre_service_held", **worker) == 0.0
             for reason in ("passive", "full"):
                 got = value(samples, "trizre_service_unavailable_total", reason=reason, **worker)

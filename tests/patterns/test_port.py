@@ -340,6 +340,7 @@ async def test_answers_that_ran_nothing_beyond_the_outbox_bound_are_counted_unse
             await trio.testing.wait_all_tasks_blocked()
             # Two (the server's capacity) wait for room; the rest are counted, not lost.
             assert (server.refused, server.unsent, node.stuck) == (10, 8, 1)
+            assert server.stats()["unsent"] == 8  # watchers (and the metrics) are told
             nursery.cancel_scope.cancel()
 
 

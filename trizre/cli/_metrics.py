@@ -52,6 +52,12 @@ _SERVER_COUNTERS: Final = (
         "Requests asked again while held or after they were answered (the client retried).",
     ),
     ("accepted", "accepted", "ACCEPTED answers sent: requests held past accept_after."),
+    (
+        "unsent",
+        "answers_unsent",
+        "Answers that ran nothing (503, ACCEPTED again, a cached reply) dropped: the outbox "
+        "was full of answers waiting for slow clients, who retry.",
+    ),
 )
 
 

@@ -104,12 +104,12 @@ class Server:
     ``refused`` requests refused by the gate (a passive Binary Star
     server), ``shed`` requests refused because ``max_queued`` were already
     waiting; ``held`` is the number of requests it holds now, running or
-    waiting.  Watchers get them, with a histogram of handler times, in the
-    status's ``stats`` (at most every :data:`STATS_INTERVAL` seconds).
-    ``unsent`` (not in the stats) counts answers that ran nothing (a 503,
-    an ACCEPTED again, a cached reply) dropped because as many answers as
-    the server may hold were already waiting for slow clients; their
-    clients retry after their attempt timeout.
+    waiting; ``unsent`` counts answers that ran nothing (a 503, an
+    ACCEPTED again, a cached reply) dropped because as many answers as the
+    server may hold were already waiting for slow clients (their clients
+    retry after their attempt timeout).  Watchers get them, with a
+    histogram of handler times, in the status's ``stats`` (at most every
+    :data:`STATS_INTERVAL` seconds).
 
     The rules are :class:`~trizre.patterns._admission.Admission`'s; requests
     come from the node's :class:`~trizre.patterns._port.PatternPort`
@@ -216,6 +216,7 @@ class Server:
             "accepted": self.accepted,
             "refused": self.refused,
             "shed": self.shed,
+            "unsent": self.unsent,
             "held": self.held,
             "latency": {
                 "le": list(LATENCY_BUCKETS),
@@ -421,6 +422,7 @@ class Server:
         """Send an answer that ran nothing; counted unsent if the outbox is full."""
         if len(self._outbox) >= self._capacity:
             self.unsent += 1
+            self.stats_changed()  # no request woke the announcer for this one
             log.debug(
                 "outbox full: answer to %#x from %s not sent", request.request_id, request.peer
             )

@@ -9,10 +9,8 @@ can hold a CURVE allow-list (zauth).  scripts/build-zyre.sh builds both
 
 from __future__ import annotations
 
-import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +20,22 @@ import trizre
 from tests.interop import (
     b64,
     cli_ping_and_peers,
-    trizre_agent_command,
-    unb64,
-    zpinger_command,
-    zyre_agent_command,
     zyre_unavailable,
 )
 from tests.support import netns
 from tests.support.netns import Agent, NetnsPair
+from tests.support.zyre_talk import (
+    Zpinger,
+    allow_dir,
+    assert_no_event,
+    expect_log,
+    expect_raw,
+    frames_of,
+    make_certs,
+    talk_both_ways,
+    trizre_agent,
+    zyre_agent,
+)
 
 _reason = netns.netns_available() or zyre_unavailable()
 pytestmark = [
@@ -40,110 +46,10 @@ pytestmark = [
 netns_pair = netns.netns_pair  # the fixture
 
 
-class ZyreAgent(Agent):
-    """zyre_agent: JSON events out, plain-text commands in."""
-
-    def send(self, cmd: dict[str, Any]) -> None:
-        what = cmd["cmd"]
-        if what in ("join", "leave"):
-            line = f"{what} {cmd['group']}"
-        elif what == "whisper":
-            line = " ".join(["whisper", cmd["peer"], *cmd["frames"]])
-        elif what == "shout":
-            line = " ".join(["shout", cmd["group"], *cmd["frames"]])
-        else:
-            line = what
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-
-class Zpinger(Agent):
-    """zyre's zpinger: it reads no stdin, so it is stopped as a user would, with Ctrl-C."""
-
-    def __init__(self, ns: netns.Namespace, *flags: str) -> None:
-        super().__init__(
-            zpinger_command(ns.interface, *flags), namespace=ns, label=f"zpinger {flags}"
-        )
-
-    def stop(self, timeout: float = 15.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        return super().stop(timeout)
-
-
-def _zyre(ns: netns.Namespace, name: str, *extra: str, groups: tuple[str, ...] = ()) -> ZyreAgent:
-    argv = zyre_agent_command(
-        name, ns.interface, groups, {"X-Impl": "zyre"}, max_seconds=60, extra=extra
-    )
-    return ZyreAgent(argv, namespace=ns, label=f"zyre {name} in {ns.name}")
-
-
-def _trizre(ns: netns.Namespace, name: str, *extra: str, groups: tuple[str, ...] = ()) -> Agent:
-    argv = trizre_agent_command(
-        name, groups, {"X-Impl": "trizre"}, max_seconds=60, extra=("--log", *extra)
-    )
-    return Agent(argv, namespace=ns, label=f"trizre {name} in {ns.name}")
-
-
-def _frames(event: dict[str, object]) -> list[bytes]:
-    frames = event["frames"]
-    assert isinstance(frames, list)
-    return [unb64(f) for f in frames]
-
-
-def _log(agent: Agent, text: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Wait for a trizre log record containing ``text``."""
-    return agent.expect(
-        lambda e: e.get("event") == "log" and text in str(e.get("message")), timeout
-    )
-
-
-def _raw(agent: Agent, text: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Wait for a line of zyre's own output containing ``text``."""
-    return agent.expect(lambda e: e.get("event") == "_raw" and text in e["line"], timeout)
-
-
-def _no_event(agent: Agent, kind: str) -> None:
-    seen = [e for e in agent.history if e.get("event") == kind]
-    assert not seen, f"{agent.label} saw {kind}: {seen}\n{agent.describe()}"
-
-
 @pytest.fixture
-def certs(tmp_path: Path) -> Iterator[dict[str, Path]]:
+def certs(tmp_path: Path) -> dict[str, Path]:
     """Key files in czmq's zcert format: trizre's, zyre's, and a stranger's."""
-    paths = {}
-    for who in ("trizre", "zyre", "stranger"):
-        path = tmp_path / f"{who}.key"
-        trizre.Certificate.generate().save(path)
-        paths[who] = path
-    yield paths
-
-
-def _allow_dir(tmp_path: Path, name: str, *certs: Path) -> Path:
-    """A directory of public certificates, as zauth and trizre read it."""
-    folder = tmp_path / name
-    folder.mkdir()
-    for cert in certs:
-        trizre.Certificate.load(cert).public_only().save(folder / cert.name)
-    return folder
-
-
-def _talk_both_ways(tri: Agent, zyre: Agent) -> None:
-    t_id, z_id = tri.uuid, zyre.uuid
-    tri.expect_event("ENTER", peer=z_id, timeout=15)
-    seen_by_zyre = zyre.expect_event("ENTER", peer=t_id, timeout=15)
-    assert seen_by_zyre["headers"]["X-Impl"] == "trizre"
-    tri.expect_event("JOIN", peer=z_id, group="chat")
-    zyre.expect_event("JOIN", peer=t_id, group="chat")
-    tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"one"), b64(b"two")]})
-    assert _frames(zyre.expect_event("WHISPER", peer=t_id)) == [b"one", b"two"]
-    zyre.send({"cmd": "whisper", "peer": t_id, "frames": [b64(b"back")]})
-    assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"back"]
-    tri.send({"cmd": "shout", "group": "chat", "frames": [b64(b"from trizre")]})
-    assert _frames(zyre.expect_event("SHOUT", peer=t_id, group="chat")) == [b"from trizre"]
-    zyre.send({"cmd": "shout", "group": "chat", "frames": [b64(b"from zyre")]})
-    assert _frames(tri.expect_event("SHOUT", peer=z_id, group="chat")) == [b"from zyre"]
+    return make_certs(tmp_path)
 
 
 def _converse_with_zpinger(tri: Agent, zp: Agent, name: str, exit_timeout: float) -> dict[str, Any]:
@@ -154,25 +60,25 @@ def _converse_with_zpinger(tri: Agent, zp: Agent, name: str, exit_timeout: float
     """
     entered = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)
     z_id = entered["peer"]
-    assert _frames(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
-    _raw(zp, f"[{name}] peer entered")
+    assert frames_of(tri.expect_event("WHISPER", peer=z_id)) == [b"Hello"]
+    expect_raw(zp, f"[{name}] peer entered")
     tri.send({"cmd": "whisper", "peer": z_id, "frames": [b64(b"ping")]})
-    _raw(zp, f"[{name}] received ping (WHISPER)")
-    assert _frames(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
+    expect_raw(zp, f"[{name}] received ping (WHISPER)")
+    assert frames_of(tri.expect_event("SHOUT", peer=z_id, group="GLOBAL")) == [b"Hello"]
     tri.send({"cmd": "shout", "group": "GLOBAL", "frames": [b64(b"ping")]})
-    _raw(zp, f"[{name}](GLOBAL) received ping (SHOUT)")
+    expect_raw(zp, f"[{name}](GLOBAL) received ping (SHOUT)")
     assert tri.stop() == 0, tri.describe()
-    _raw(zp, f"[{name}] peer exited", timeout=exit_timeout)
+    expect_raw(zp, f"[{name}] peer exited", timeout=exit_timeout)
     return entered
 
 
 def test_plain_trizre_and_zyre_talk_and_exit(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     with (
-        _zyre(z_ns, "zyre1", groups=("chat",)) as zyre,
-        _trizre(t_ns, "tri1", groups=("chat",)) as tri,
+        zyre_agent(z_ns, "zyre1", groups=("chat",)) as zyre,
+        trizre_agent(t_ns, "tri1", groups=("chat",)) as tri,
     ):
-        _talk_both_ways(tri, zyre)
+        talk_both_ways(tri, zyre)
         assert tri.stop() == 0, tri.describe()
         zyre.expect_event("EXIT", peer=tri.info["uuid"], timeout=10)
 
@@ -182,10 +88,10 @@ def test_curve_trizre_and_curve_zyre_talk(
 ) -> None:
     """Both hold allow-lists naming each other: 43/ZRE CURVE works both ways."""
     z_ns, t_ns = netns_pair
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["trizre"])
+    zyre_allows = allow_dir(tmp_path, "zyre-allows", certs["trizre"])
     zyre_key = trizre.Certificate.load(certs["zyre"]).public_z85
     with (
-        _zyre(
+        zyre_agent(
             z_ns,
             "zyre2",
             "--curve-cert",
@@ -194,7 +100,7 @@ def test_curve_trizre_and_curve_zyre_talk(
             str(zyre_allows),
             groups=("chat",),
         ) as zyre,
-        _trizre(
+        trizre_agent(
             t_ns,
             "tri2",
             "--curve-cert",
@@ -204,7 +110,7 @@ def test_curve_trizre_and_curve_zyre_talk(
         ) as tri,
     ):
         assert zyre.started()["public_key"] == zyre_key
-        _talk_both_ways(tri, zyre)
+        talk_both_ways(tri, zyre)
         entered = tri.history[-1]  # any event will do: check what zyre declared
         seen = [e for e in tri.history if e.get("event") == "ENTER"]
         assert seen[0]["headers"]["X-PUBLICKEY"] == zyre_key, entered
@@ -215,7 +121,7 @@ def test_curve_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     with (
         Zpinger(z_ns, "-c") as zp,
-        _trizre(
+        trizre_agent(
             t_ns, "tri3", "--curve-cert", "new", "--curve-allow", "any", groups=("GLOBAL",)
         ) as tri,
     ):
@@ -233,7 +139,9 @@ def test_a_quiet_zpinger_is_pinged_but_never_reported_evasive(netns_pair: NetnsP
     z_ns, t_ns = netns_pair
     with (
         Zpinger(z_ns),
-        _trizre(t_ns, "tri10", "--evasive", "0.5", "--expired", "10", groups=("GLOBAL",)) as tri,
+        trizre_agent(
+            t_ns, "tri10", "--evasive", "0.5", "--expired", "10", groups=("GLOBAL",)
+        ) as tri,
     ):
         z_id = tri.expect(lambda e: e.get("event") == "ENTER", timeout=15)["peer"]
         tri.expect_event("WHISPER", peer=z_id)  # its last word
@@ -248,14 +156,14 @@ def test_plain_trizre_and_curve_zpinger_ignore_each_other(netns_pair: NetnsPair)
     z_ns, t_ns = netns_pair
     with (
         Zpinger(z_ns, "-c") as zp,
-        _trizre(t_ns, "tri4", groups=("GLOBAL",)) as tri,
+        trizre_agent(t_ns, "tri4", groups=("GLOBAL",)) as tri,
     ):
         # Each has heard the other's beacons and turned them away.
-        _log(tri, "ignoring CURVE beacons", timeout=15)
-        _raw(zp, "tossing beacon", timeout=15)
+        expect_log(tri, "ignoring CURVE beacons", timeout=15)
+        expect_raw(zp, "tossing beacon", timeout=15)
         tri.send({"cmd": "peers"})
         assert tri.expect_event("peers")["peers"] == []
-        _no_event(tri, "ENTER")
+        assert_no_event(tri, "ENTER")
         assert not any("peer entered" in e.get("line", "") for e in zp.history), zp.describe()
         assert zp.proc.poll() is None, zp.describe()
         assert tri.proc.poll() is None, tri.describe()
@@ -265,9 +173,9 @@ def test_zyre_refuses_a_trizre_key_not_on_its_allow_list(
     netns_pair: NetnsPair, certs: dict[str, Path], tmp_path: Path
 ) -> None:
     z_ns, t_ns = netns_pair
-    zyre_allows = _allow_dir(tmp_path, "zyre-allows", certs["stranger"])
+    zyre_allows = allow_dir(tmp_path, "zyre-allows", certs["stranger"])
     with (
-        _zyre(
+        zyre_agent(
             z_ns,
             "zyre5",
             "--verbose",
@@ -276,15 +184,17 @@ def test_zyre_refuses_a_trizre_key_not_on_its_allow_list(
             "--allow",
             str(zyre_allows),
         ) as zyre,
-        _trizre(t_ns, "tri5", "--curve-cert", str(certs["trizre"]), "--curve-allow", "any") as tri,
+        trizre_agent(
+            t_ns, "tri5", "--curve-cert", str(certs["trizre"]), "--curve-allow", "any"
+        ) as tri,
     ):
         trizre_key = trizre.Certificate.load(certs["trizre"]).public_z85
         # zauth's own words, with trizre's key.
-        denied = _raw(zyre, "denied (CURVE)", timeout=15)
+        denied = expect_raw(zyre, "denied (CURVE)", timeout=15)
         assert f"client_key={trizre_key}" in denied["line"], denied
         # zyre knows trizre (its beacon) but never hears its HELLO.
-        _raw(zyre, "(evasive)", timeout=15)
-        _no_event(zyre, "ENTER")
+        expect_raw(zyre, "(evasive)", timeout=15)
+        assert_no_event(zyre, "ENTER")
         assert tri.proc.poll() is None and zyre.proc.poll() is None
 
 
@@ -295,16 +205,16 @@ def test_trizre_refuses_a_zyre_key_not_on_its_allow_list(
     z_ns, t_ns = netns_pair
     stranger_key = trizre.Certificate.load(certs["stranger"]).public_z85
     with (
-        _zyre(z_ns, "zyre6", "--curve-cert", str(certs["zyre"]), "--allow-any") as zyre,
-        _trizre(
+        zyre_agent(z_ns, "zyre6", "--curve-cert", str(certs["zyre"]), "--allow-any") as zyre,
+        trizre_agent(
             t_ns, "tri6", "--curve-cert", str(certs["trizre"]), f"--curve-allow={stranger_key}"
         ) as tri,
     ):
-        _log(tri, "is not in curve_allow", timeout=15)  # zyre's beacon: no link, no HELLO
-        _log(tri, "key not allowed", timeout=15)  # zyre's connection, refused by ZAP
+        expect_log(tri, "is not in curve_allow", timeout=15)  # zyre's beacon: no link, no HELLO
+        expect_log(tri, "key not allowed", timeout=15)  # zyre's connection, refused by ZAP
         tri.send({"cmd": "peers"})
         assert tri.expect_event("peers")["peers"] == [], tri.describe()
-        _no_event(zyre, "ENTER")
+        assert_no_event(zyre, "ENTER")
         assert tri.proc.poll() is None and zyre.proc.poll() is None
 
 
@@ -316,7 +226,7 @@ def test_gossip_zpinger_joins_a_trizre_hub(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     hub = f"tcp://{t_ns.address}:5671"
     with (
-        _trizre(
+        trizre_agent(
             t_ns,
             "tri7",
             "--endpoint",
@@ -337,7 +247,7 @@ def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
     z_ns, t_ns = netns_pair
     hub = f"tcp://{z_ns.address}:5672"
     with (
-        _zyre(
+        zyre_agent(
             z_ns,
             "zyre8",
             "--endpoint",
@@ -346,7 +256,7 @@ def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
             hub,
             groups=("chat",),
         ) as zyre,
-        _trizre(
+        trizre_agent(
             t_ns,
             "tri8",
             "--endpoint",
@@ -356,7 +266,7 @@ def test_gossip_trizre_joins_a_zyre_hub(netns_pair: NetnsPair) -> None:
             groups=("chat",),
         ) as tri,
     ):
-        _talk_both_ways(tri, zyre)
+        talk_both_ways(tri, zyre)
         z_id = zyre.uuid
         assert zyre.stop() == 0, zyre.describe()
         tri.expect_event("EXIT", peer=z_id, timeout=5)  # zyre's GOODBYE
@@ -380,14 +290,14 @@ def test_ipv6_trizre_nodes_meet_by_multicast(netns_pair: NetnsPair) -> None:
     _wait_for_link_local(a_ns)
     _wait_for_link_local(b_ns)
     with (
-        _trizre(a_ns, "six-a", "--ipv6", "--interface", a_ns.interface) as a,
-        _trizre(b_ns, "six-b", "--ipv6", "--interface", b_ns.interface) as b,
+        trizre_agent(a_ns, "six-a", "--ipv6", "--interface", a_ns.interface) as a,
+        trizre_agent(b_ns, "six-b", "--ipv6", "--interface", b_ns.interface) as b,
     ):
         entered = b.expect_event("ENTER", peer=a.uuid, timeout=15)
         assert entered["endpoint"].startswith("tcp://fe80::")
         a.expect_event("ENTER", peer=b.uuid, timeout=15)
         a.send({"cmd": "whisper", "peer": b.uuid, "frames": [b64(b"over v6")]})
-        assert _frames(b.expect_event("WHISPER", peer=a.uuid)) == [b"over v6"]
+        assert frames_of(b.expect_event("WHISPER", peer=a.uuid)) == [b"over v6"]
 
 
 def test_ipv6_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
@@ -397,7 +307,9 @@ def test_ipv6_trizre_and_zpinger(netns_pair: NetnsPair) -> None:
     _wait_for_link_local(t_ns)
     with (
         Zpinger(z_ns, "-6") as zp,
-        _trizre(t_ns, "tri9", "--ipv6", "--interface", t_ns.interface, groups=("GLOBAL",)) as tri,
+        trizre_agent(
+            t_ns, "tri9", "--ipv6", "--interface", t_ns.interface, groups=("GLOBAL",)
+        ) as tri,
     ):
         entered = _converse_with_zpinger(tri, zp, "tri9", exit_timeout=10)
         assert entered["endpoint"].startswith("tcp://fe80::")
@@ -439,10 +351,10 @@ def test_two_zyre_and_two_trizre_elect_one_leader_and_again_when_it_leaves(
     contest = ("--contest", "G")
     mine = contest if trizre_contests else ()
     agents = [
-        _zyre(a, "z1", *contest, groups=("G",)),
-        _trizre(a, "t1", *mine, groups=("G",)),
-        _zyre(b, "z2", *contest, groups=("G",)),
-        _trizre(b, "t2", *mine, groups=("G",)),
+        zyre_agent(a, "z1", *contest, groups=("G",)),
+        trizre_agent(a, "t1", *mine, groups=("G",)),
+        zyre_agent(b, "z2", *contest, groups=("G",)),
+        trizre_agent(b, "t2", *mine, groups=("G",)),
     ]
     try:
         for agent in agents:
@@ -464,7 +376,7 @@ def test_two_zyre_and_two_trizre_elect_one_leader_and_again_when_it_leaves(
 def test_trizre_ping_and_peers_commands_with_zyre(netns_pair: NetnsPair) -> None:
     """PING answered by zyre's PING-OK; zyre listed with its group."""
     z_ns, t_ns = netns_pair
-    with _zyre(z_ns, "zyre9", groups=("chat",)) as zyre:
+    with zyre_agent(z_ns, "zyre9", groups=("chat",)) as zyre:
         seen = cli_ping_and_peers(t_ns, "zyre9")
         assert (seen["name"], seen["uuid"]) == ("zyre9", str(uuid.UUID(zyre.uuid)))
         assert seen["groups"] == ["chat"]

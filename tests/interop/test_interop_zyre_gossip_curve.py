@@ -20,18 +20,25 @@ import pytest
 
 import trizre
 from tests.interop import zyre_gossip_curve_unavailable, zyre_unavailable
-from tests.interop.test_interop_zyre import (
-    _allow_dir,
-    _log,
-    _no_event,
-    _talk_both_ways,
-    _trizre,
-    _zyre,
-    certs,
-)
 from tests.support import netns
 from tests.support.agents import curve_gossip_args
 from tests.support.netns import Agent, NetnsPair
+from tests.support.zyre_talk import (
+    allow_dir,
+    assert_no_event,
+    expect_log,
+    make_certs,
+    talk_both_ways,
+    trizre_agent,
+    zyre_agent,
+)
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> dict[str, Path]:
+    """Key files in czmq's zcert format: trizre's, zyre's, and a stranger's."""
+    return make_certs(tmp_path)
+
 
 _reason = netns.netns_available() or zyre_unavailable()
 _curve_reason = _reason or zyre_gossip_curve_unavailable()
@@ -74,7 +81,7 @@ def curve_agents(
     if keyed:
         assert tmp_path is not None
         # zauth judges the hub's clients too
-        zyre_allow = ["--allow", str(_allow_dir(tmp_path, "zyre-allows", certs["trizre"]))]
+        zyre_allow = ["--allow", str(allow_dir(tmp_path, "zyre-allows", certs["trizre"]))]
         trizre_allow = [f"--curve-allow={_key(certs['zyre'])}"]  # the inbox's and the hub's
     else:
         zyre_allow, trizre_allow = ["--allow-any"], ["--curve-allow", "any"]
@@ -90,10 +97,10 @@ def curve_agents(
         zyre_args += ["--gossip-server-key", _key(certs["trizre"])]
 
     def zyre() -> Agent:
-        return _zyre(z_ns, f"zyre{9 + n}", *zyre_args, groups=groups)
+        return zyre_agent(z_ns, f"zyre{9 + n}", *zyre_args, groups=groups)
 
     def tri() -> Agent:
-        return _trizre(t_ns, f"tri{9 + n}", *trizre_args, groups=groups)
+        return trizre_agent(t_ns, f"tri{9 + n}", *trizre_args, groups=groups)
 
     first, second = (zyre, tri) if hub == "zyre" else (tri, zyre)
     with first() as a, second() as b:
@@ -102,11 +109,11 @@ def curve_agents(
 
 def _refused_over_curve(tri: Agent, zyre: Agent, logged: str) -> None:
     """trizre logged ``logged`` for CURVE, and neither side has met the other."""
-    refusal = _log(tri, logged, timeout=15)
+    refusal = expect_log(tri, logged, timeout=15)
     assert "CURVE" in refusal["message"], refusal
     tri.send({"cmd": "peers"})
     assert tri.expect_event("peers")["peers"] == [], tri.describe()
-    _no_event(zyre, "ENTER")
+    assert_no_event(zyre, "ENTER")
 
 
 @needs_zyre_gossip_curve
@@ -117,7 +124,7 @@ def test_trizre_joins_a_curve_zyre_hub_with_its_key(
         tri,
         zyre,
     ):
-        _talk_both_ways(tri, zyre)
+        talk_both_ways(tri, zyre)
         seen = [e for e in tri.history if e.get("event") == "ENTER"]
         assert seen[0]["headers"]["X-PUBLICKEY"] == _key(certs["zyre"])
 
@@ -140,7 +147,7 @@ def test_curve_zyre_joins_a_curve_trizre_hub_with_its_key(
         tri,
         zyre,
     ):
-        _talk_both_ways(tri, zyre)
+        talk_both_ways(tri, zyre)
 
 
 def test_a_curve_trizre_hub_refuses_zyre_without_its_key(

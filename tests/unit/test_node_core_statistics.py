@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-from tests.unit.test_node_core import (
+from tests.support.node_core import (
     HOST,
     KEY_A,
     KEY_B,

@@ -29,7 +29,7 @@ from tests.support.spark import require_java
 JAVA = require_java()
 
 from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
-from tests.system.test_audit import request_cases  # noqa: E402
+from tests.support.audit_requests import request_cases  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -19,9 +19,9 @@ import pytest
 import trio
 
 import trizre
-from tests.patterns.test_services import run_worker
 from tests.support.bstar import run_server
 from tests.support.nodes import FAST, free_udp_port
+from tests.support.workers import run_worker
 from trizre import patterns
 from trizre.audit import _java
 from trizre.patterns import IncomingRequest, RetryPolicy, State

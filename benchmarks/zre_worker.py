@@ -360,6 +360,7 @@ def run_trizre(args: argparse.Namespace) -> None:
                         evasive_timeout=args.evasive,
                         expired_timeout=args.expired,
                         beacons_refresh=args.beacons_refresh,
+                        busy_poll=args.busy_poll,
                     )
                 )
                 subscriptions.append(node.events())
@@ -669,6 +670,9 @@ def main() -> None:
     parser.add_argument("--evasive", type=float, default=5.0, help="trizre only")
     parser.add_argument("--expired", type=float, default=30.0, help="trizre only")
     parser.add_argument("--beacons-refresh", action="store_true", help="trizre only")
+    parser.add_argument(
+        "--busy-poll", type=float, default=0.0, help="trizre only: seconds (low-latency mode)"
+    )
     parser.add_argument("--nofile", type=int, default=0, help="raise RLIMIT_NOFILE first")
     args = parser.parse_args()
 

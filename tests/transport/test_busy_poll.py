@@ -1,8 +1,9 @@
 """The socket layer's low-latency mode (issue 28): busy-poll after a message, bounded.
 
 Under ``autojump_clock`` (virtual time, rate 0) the poll's first phase,
-waiting for the run to be idle, ends only when it is idle: the spin that
-follows (real time, at most ``busy_poll``) is what these tests watch.  A
+waiting for the run to be idle, ends only when it is idle; the spin that
+follows runs on a clock that steps once a look (``spin_by_count``), so
+its length is a count of reads, whatever the machine's load.  A
 message "arrives during the spin" by being sent on an inproc peer from
 inside the spin's own ``EVENTS`` read: inproc hands it over at once.
 """
@@ -25,13 +26,25 @@ from trizre.transport._zsock import BUSY_POLL_MAX, ZSocket, check_busy_poll
 
 from .test_zsock import dealer_pair
 
-POLL = BUSY_POLL_MAX  # the longest spin: 1 ms of real time per test at most
+POLL = BUSY_POLL_MAX
+STEP = 1e-6  # the spin's clock advances this much a read: a 1 ms spin is 1000 reads
 _names = itertools.count()
 
 
 def _inproc(tag: str) -> str:
     # Fresh each time: libzmq frees a closed inproc name in the background.
     return f"inproc://{tag}-{next(_names)}"
+
+
+@pytest.fixture(autouse=True)
+def spin_by_count(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The spin's clock steps ``STEP`` a look, so its length does not depend on
+    the machine's load; its yields are counted, not made."""
+    ticks = itertools.count()
+    yields: list[int] = []
+    monkeypatch.setattr(_zsock, "_spin_clock", lambda: next(ticks) * STEP)
+    monkeypatch.setattr(_zsock, "_sched_yield", lambda: yields.append(1))
+    return yields
 
 
 @contextmanager
@@ -121,7 +134,9 @@ async def test_a_message_arriving_during_the_spin_is_taken_without_parking(
 
 
 async def test_a_spin_that_finds_nothing_parks_as_before(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    spin_by_count: list[int],
 ) -> None:
     async with dealer_pair(_inproc("bp-miss"), hwm=100) as (tx, rx):
         rx.busy_poll = POLL
@@ -138,6 +153,8 @@ async def test_a_spin_that_finds_nothing_parks_as_before(
                     nursery.start_soon(later)
                     assert await rx.receive_batch() == [[b"later"]]
         assert (rx.busy_polls, rx.busy_poll_hits) == (1, 0)
+        # busy_poll long, a look and a yield a step: then it gave up.
+        assert 990 <= len(spin_by_count) <= 1000
         assert parks, "after the spin the reader waits on its descriptor"
         # A message re-arms it: the next wait polls first again.
         with trio.move_on_after(1):

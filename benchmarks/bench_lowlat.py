@@ -5,7 +5,8 @@ One sitting, alternated: each round runs zyre, then trizre at every
 in two network namespaces (``tests/support/netns.py``; as
 ``bench_zre.py --scenario pingpong``): round trips/s, p50 and p99 round
 trip, and CPU per round trip of both processes (all their threads, libzmq's
-too).  Then the mode's idle cost: a linked trizre pair at the largest
+too), and the share of the inboxes' polls that caught the next message
+without parking.  Then the mode's idle cost: a linked trizre pair at the largest
 ``--poll``, and one with the mode off, left alone for ``--idle`` seconds:
 CPU % of a core of both processes together.  Medians (min-max) over
 ``--repeat`` rounds, as a Markdown table.
@@ -50,17 +51,24 @@ def pingpong(bench: PollBench, impl: str, n: int, size: int) -> dict[str, float]
     with bench.workers() as agents:
         a, b = bench._pair(impl, agents)
         b.send({"cmd": "status"})
-        echo_cpu = b.expect_event("status", timeout=10)["cpu"]
+        before = b.expect_event("status", timeout=10)
+        a.send({"cmd": "status"})
+        a_before = a.expect_event("status", timeout=10)
         a.send({"cmd": "pingpong", "n": n, "size": size})
         result = a.expect_event("pingpong", timeout=30 + n / 500)
         b.send({"cmd": "status"})
-        echo_cpu = b.expect_event("status", timeout=10)["cpu"] - echo_cpu
-        used = result["cpu"] - result["cpu0"] + echo_cpu
+        after = b.expect_event("status", timeout=10)
+        used = result["cpu"] - result["cpu0"] + after["cpu"] - before["cpu"]
+        polls = hits = 0
+        for start, end in ((a_before, result), (before, after)):
+            polls += end.get("busy_polls", 0) - start.get("busy_polls", 0)
+            hits += end.get("busy_poll_hits", 0) - start.get("busy_poll_hits", 0)
         return {
             "rate": result["rate"],
             "p50": result["p50_us"],
             "p99": result["p99_us"],
             "cpu": used / n * 1e6,
+            "hits": 100 * hits / polls if polls else 0.0,
         }
 
 
@@ -131,13 +139,16 @@ def main() -> int:
         f"{os.cpu_count()} cores, load {load:.2f} before, {os.getloadavg()[0]:.2f} after; "
         f"{time.monotonic() - started:.0f} s\n"
     )
-    print("| variant | round trips/s | ×zyre | p50 µs | p99 µs | CPU per round trip, µs |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| variant | round trips/s | ×zyre | p50 µs | p99 µs | CPU per round trip, µs "
+        "| polls that caught the message, % |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for label, row in runs.items():
         ratio = f"{statistics.median(row['rate']) / zyre:.2f}×" if zyre else "—"
         print(
             f"| {label} | {cell(row['rate'])} | {ratio} | {cell(row['p50'])} "
-            f"| {cell(row['p99'])} | {cell(row['cpu'])} |"
+            f"| {cell(row['p99'])} | {cell(row['cpu'])} | {cell(row['hits'])} |"
         )
     if idle:
         print(f"\nIdle linked trizre pair, {args.idle:g} s: CPU % of a core, both processes")

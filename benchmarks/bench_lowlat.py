@@ -12,6 +12,11 @@ CPU % of a core of both processes together.  Medians (min-max) over
 ``--repeat`` rounds, as a Markdown table.
 
     python benchmarks/bench_lowlat.py [--repeat 5] [--poll 0 20 50 100] [--n 5000]
+    python benchmarks/bench_lowlat.py --timers 5 --repeat 2 --poll 0 100 1000
+
+``--timers NODES`` measures instead what the rest of a run pays: a 1 ms
+ticker's lateness in one process holding NODES nodes linked over TCP on
+loopback, one shouting every 2 ms, at each ``--poll``.
 
 Without namespaces (not root) it runs trizre alone on loopback.  A
 benchmark, not a test: it never fails on times.
@@ -83,6 +88,78 @@ def idle_cpu(bench: PollBench, window: float) -> float:
         return 100 * (sum(map(_cpu_seconds, pids)) - before) / (time.monotonic() - t0)
 
 
+def timer_lateness(busy_poll_us: float, nodes: int, seconds: float) -> dict[str, float]:
+    """What the run's other tasks pay: a 1 ms ticker's lateness beside busy-polling nodes.
+
+    ``nodes`` trizre nodes in this process, on loopback, linked over TCP
+    (``local_links=False``), node 0 shouting to the rest every 2 ms so
+    that every inbox keeps polling; a task sleeping 1 ms at a time
+    records how late each wake-up is.  Returns p50/p99/max lateness, µs,
+    and the process's CPU, % of a core.
+    """
+    import trio  # noqa: PLC0415
+
+    import trizre  # noqa: PLC0415
+    from tests.support.nodes import free_udp_port  # noqa: PLC0415
+
+    late: list[float] = []
+
+    async def main() -> None:
+        port = free_udp_port()
+        async with contextlib.AsyncExitStack() as stack:
+            opened = [
+                await stack.enter_async_context(
+                    trizre.open_node(
+                        f"n{i}",
+                        interface="lo",
+                        beacon_port=port,
+                        beacon_interval=0.05,
+                        local_links=False,
+                        busy_poll=busy_poll_us / 1e6,
+                    )
+                )
+                for i in range(nodes)
+            ]
+            for node in opened[1:]:
+                await node.join("g")
+            with trio.fail_after(30):
+                for node in opened[1:]:
+                    await opened[0].wait_for_peer(node.uuid)
+
+            async def drain(node: trizre.Node) -> None:
+                async for _ in node.events():
+                    pass
+
+            async def shout() -> None:
+                while True:
+                    await opened[0].shout("g", b"x" * 100)
+                    await trio.sleep(0.002)
+
+            async with trio.open_nursery() as nursery:
+                for node in opened[1:]:
+                    nursery.start_soon(drain, node)
+                nursery.start_soon(shout)
+                await trio.sleep(0.5)  # the JOINs are in, the polls going
+                cpu0 = time.process_time()
+                end = trio.current_time() + seconds
+                while trio.current_time() < end:
+                    due = trio.current_time() + 0.001
+                    await trio.sleep_until(due)
+                    late.append(trio.current_time() - due)
+                cpu.append(100 * (time.process_time() - cpu0) / seconds)
+                nursery.cancel_scope.cancel()
+
+    cpu: list[float] = []
+    trio.run(main)
+    late.sort()
+    return {
+        "p50": late[len(late) // 2] * 1e6,
+        "p99": late[int(len(late) * 0.99)] * 1e6,
+        "max": late[-1] * 1e6,
+        "cpu": cpu[0],
+    }
+
+
 def cell(values: list[float], fmt: str = "{:,.0f}") -> str:
     if not values:
         return "—"
@@ -99,7 +176,27 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=5000, help="round trips per run")
     parser.add_argument("--size", type=int, default=100, help="payload octets")
     parser.add_argument("--idle", type=float, default=5.0, help="idle window, s (0: skip)")
+    parser.add_argument(
+        "--timers",
+        type=int,
+        default=0,
+        metavar="NODES",
+        help="only measure a 1 ms ticker's lateness beside NODES busy-polling nodes "
+        "in one process, on loopback, at each --poll",
+    )
     args = parser.parse_args()
+    if args.timers:
+        print("| busy_poll | ticker late p50 µs | p99 µs | max µs | process CPU, % |")
+        print("|---|---|---|---|---|")
+        for _ in range(args.repeat):
+            for us in args.poll:
+                got = timer_lateness(us, args.timers, 3.0)
+                print(
+                    f"| {us:g} µs | {got['p50']:.0f} | {got['p99']:.0f} | {got['max']:.0f} "
+                    f"| {got['cpu']:.0f} |",
+                    flush=True,
+                )
+        return 0
     load = os.getloadavg()[0]
     results = Results()
     reason = netns.netns_available()

@@ -299,3 +299,38 @@ async def test_one_spin_polls_every_socket_waiting_to_spin(
         assert _zsock._spinner().generation == spins_before + 1, "one spin for both"
         assert rx2.busy_poll_hits == 1  # the idle look after the spin found it
         assert rx2.zmq_socket.FD not in parks
+
+
+async def test_two_tasks_receiving_on_one_socket_may_both_be_polling(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Any number of tasks may receive on one socket; with the poll on, two can
+    wait to spin at once, and each message is still taken once."""
+
+    async def until(condition: Callable[[], bool]) -> None:
+        while not condition():  # a checkpoint a turn: the run never idles
+            await trio.lowlevel.checkpoint()
+
+    async with dealer_pair(_inproc("bp-tasks"), hwm=100) as (tx, rx):
+        rx.busy_poll = POLL
+        got: list[bytes] = []
+
+        async def reader() -> None:
+            while True:
+                for frames in await rx.receive_batch(1):
+                    got.append(frames[0])
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                assert tx.send_nowait([b"0"])
+                nursery.start_soon(reader)
+                await until(lambda: rx.busy_polls == 1)  # reader 1 took it, waits to spin
+                assert tx.send_nowait([b"1"])
+                nursery.start_soon(reader)
+                await until(lambda: rx.busy_polls == 2)  # reader 2 took it, waits too
+                assert list(_zsock._spinner().waiting) == [rx]  # one entry for both
+                await trio.sleep(1)  # idle: both poll, then park
+                assert tx.send_nowait([b"2"])
+                await until(lambda: len(got) == 3)
+                nursery.cancel_scope.cancel()
+        assert got == [b"0", b"1", b"2"]

@@ -207,9 +207,9 @@ async def open_node(
             receiving one, first while the run's other tasks work (the
             application's reply goes out), then spinning without a
             checkpoint once they all wait, before it sleeps in the run
-            loop.  Lower round-trip latency, paid in CPU: up to
-            ``2 * busy_poll`` of a core after each message not followed
-            by another in time; an idle node burns nothing more.  The
+            loop.  Lower round-trip latency, paid in CPU: a spin of up
+            to ``busy_poll`` after each message not followed by another
+            in time; an idle node burns nothing more.  The
             spin holds the whole Trio run (timers, other descriptors) for
             at most ``busy_poll`` (one spin per run at a time).  In-memory
             links never poll.  See ``docs/node.md``, Low-latency mode.

@@ -400,7 +400,8 @@ class ZSocket:
             with trio.move_on_after(budget) as idle_wait:
                 await trio.testing.wait_all_tasks_blocked()
         finally:
-            del spinner.waiting[self]
+            # pop: two tasks receiving on one socket may both be polling.
+            spinner.waiting.pop(self, None)
         self._check_open()
         get = _backend_get
         if cast(int, get(self._zsock, _EVENTS)) & _POLLIN:

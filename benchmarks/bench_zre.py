@@ -263,6 +263,7 @@ class Bench:
                 print(f"warning: zyre skipped: {why}", file=sys.stderr)
                 results.notes.append(f"zyre skipped: {why}")
         self.footprint_largest: int | None = None
+        self.trizre_args: list[str] = []  # more flags for trizre's workers (bench_lowlat.py)
 
     def spawn(
         self,
@@ -303,6 +304,8 @@ class Bench:
             argv.append("--beacons-refresh")
         if nofile:
             argv += ["--nofile", str(nofile)]
+        if impl == "trizre":
+            argv += self.trizre_args
         ns = self.site.namespace(side)
         return Agent(argv, namespace=ns, label=f"{impl} {name} on {side}")
 

@@ -270,6 +270,15 @@ def run_trizre(args: argparse.Namespace) -> None:
                     return
             counted(locals_, stalled=False)
 
+        def polled() -> dict[str, int]:
+            # The low-latency mode's counts (issue 28): a private seam, read
+            # here only, for bench_lowlat.py's hit rate.
+            inboxes = [getattr(n, "_inbox", None) for n in nodes]
+            return {
+                "busy_polls": sum(getattr(i, "busy_polls", 0) for i in inboxes),
+                "busy_poll_hits": sum(getattr(i, "busy_poll_hits", 0) for i in inboxes),
+            }
+
         def target(node: trizre.Node) -> uuid.UUID:
             peers = node.peers()
             if not peers:
@@ -303,7 +312,12 @@ def run_trizre(args: argparse.Namespace) -> None:
                 ping["sent"] = start
                 await node.whisper(peer, ping["payload"])
                 await ping["done"].wait()
-                emit("pingpong", cpu0=cpu0, **rtt_summary(ping["rtts"], perf_counter() - start))
+                emit(
+                    "pingpong",
+                    cpu0=cpu0,
+                    **rtt_summary(ping["rtts"], perf_counter() - start),
+                    **polled(),
+                )
             elif what == "flood":
                 n, pad, peer = int(cmd["n"]), padding(int(cmd["size"])), target(node)
                 whisper = node.whisper
@@ -330,7 +344,7 @@ def run_trizre(args: argparse.Namespace) -> None:
                     await shout(group, payload(seq, pad))
                 emit("sent", first=first, last=monotonic(), cpu0=cpu0)
             elif what == "status":
-                emit("status", peers=[len(n.peers()) for n in nodes])
+                emit("status", peers=[len(n.peers()) for n in nodes], **polled())
             else:
                 emit("error", error=f"unknown command {what!r}")
             return True
@@ -360,6 +374,7 @@ def run_trizre(args: argparse.Namespace) -> None:
                         evasive_timeout=args.evasive,
                         expired_timeout=args.expired,
                         beacons_refresh=args.beacons_refresh,
+                        busy_poll=args.busy_poll,
                     )
                 )
                 subscriptions.append(node.events())
@@ -669,6 +684,9 @@ def main() -> None:
     parser.add_argument("--evasive", type=float, default=5.0, help="trizre only")
     parser.add_argument("--expired", type=float, default=30.0, help="trizre only")
     parser.add_argument("--beacons-refresh", action="store_true", help="trizre only")
+    parser.add_argument(
+        "--busy-poll", type=float, default=0.0, help="trizre only: seconds (low-latency mode)"
+    )
     parser.add_argument("--nofile", type=int, default=0, help="raise RLIMIT_NOFILE first")
     args = parser.parse_args()
 

@@ -31,6 +31,7 @@ FLAGS = {
     "--endpoint": "endpoint",
     "--curve": "curve",
     "--curve-allow": "curve_allow",
+    "--busy-poll": "busy_poll",  # issue 28's low-latency mode, new
 }
 
 
@@ -78,6 +79,7 @@ def test_a_command_line_gives_the_open_node_arguments_it_always_did() -> None:
         "evasive_timeout": 2.0,
         "expired_timeout": 9.0,
         "interface": "lo",
+        "busy_poll": 0.0,  # the node's default: off
     }
     assert node_kwargs(parse("--interface", "lo"), name="default")["name"] == "default"
 
@@ -112,9 +114,21 @@ def test_refusals_name_the_flags(argv: tuple[str, ...], message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [("--beacon-port", "0"), ("--beacon-interval", "-1"), ("--expired-timeout", "x")]
+    "argv",
+    [
+        ("--beacon-port", "0"),
+        ("--beacon-interval", "-1"),
+        ("--expired-timeout", "x"),
+        ("--busy-poll", "-0.00005"),
+    ],
 )
 def test_bad_values_are_usage_errors(argv: tuple[str, ...]) -> None:
     with pytest.raises(SystemExit) as exited:
         parse(*argv)
     assert exited.value.code == 2
+
+
+def test_busy_poll_gives_the_low_latency_mode() -> None:
+    kwargs = node_kwargs(parse("--interface", "lo", "--busy-poll", "0.00005"))
+    assert kwargs["busy_poll"] == 0.00005
+    NodeConfig(**kwargs)  # what open_node will check, accepted

@@ -122,6 +122,9 @@ def test_events_idle_is_still_a_trio_too_slow_error() -> None:
         ({"headers": {"X-A": 1}}, ConfigTypeError, "names and values are str"),
         ({"gossip_connect": 7}, ConfigTypeError, "gossip_connect is an endpoint"),
         ({"beacons_refresh": 1}, ConfigTypeError, "beacons_refresh must be True or False"),
+        ({"busy_poll": 0.002}, ConfigValueError, "busy_poll must be 0 \\(off\\) to 0.001"),
+        ({"busy_poll": -1e-6}, ConfigValueError, "busy_poll must be 0 \\(off\\)"),
+        ({"busy_poll": "50us"}, ConfigTypeError, "busy_poll must be a number of seconds"),
     ],
 )
 def test_a_bad_option_raises_a_config_error_that_names_it(

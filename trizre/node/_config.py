@@ -19,6 +19,7 @@ from .._errors import ConfigTypeError, ConfigValueError
 from ..sansio._peer import PeerLimits
 from ..transport._curve import CURVE_ALLOW_ANY, Certificate, allowed_keys, curve_key
 from ..transport._interfaces import ENV_VAR
+from ..transport._zsock import BUSY_POLL_MAX, check_busy_poll
 from ._options import METADATA, CliFlag, Option
 from ._options import declare as _option
 
@@ -130,6 +131,15 @@ _seconds: Final = _positive("seconds")
 def _flag(instance: object, attribute: attrs.Attribute[bool], value: bool) -> None:
     if type(value) is not bool:
         raise ConfigTypeError(f"{attribute.name} must be True or False, got {value!r}")
+
+
+def _busy_poll(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    try:
+        check_busy_poll(value)
+    except TypeError as exc:
+        raise ConfigTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigValueError(str(exc)) from None
 
 
 def options() -> tuple[tuple[str, Any, Option], ...]:
@@ -432,6 +442,22 @@ class NodeConfig:
     )
     zap_domain: str = attrs.field(
         default="global", metadata=_option("the inbox's ZAP domain, as zyre")
+    )
+    busy_poll: float = attrs.field(
+        default=0.0,
+        validator=_busy_poll,
+        metadata=_option(
+            "low-latency mode, off at 0: after a message, the TCP inbox polls for the next "
+            f"one up to this long (≤ {BUSY_POLL_MAX:g} s) before it sleeps; lower round-trip "
+            "latency for CPU (below)",
+            unit="s",
+            flag=CliFlag(
+                "--busy-poll",
+                "S",
+                "low-latency mode: after a message, poll the inbox this many seconds "
+                f"(at most {BUSY_POLL_MAX:g}, e.g. 0.00005) before sleeping (default: off)",
+            ),
+        ),
     )
 
     @curve.validator

@@ -77,6 +77,7 @@ async def open_node(
     curve: Certificate | None = None,
     curve_allow: str | os.PathLike[str] | Iterable[CurveKey] | None = None,
     zap_domain: str = "global",
+    busy_poll: float = 0.0,
 ) -> AsyncIterator[Node]:
     """Start a ZRE node; stop it when the block ends.
 
@@ -201,6 +202,17 @@ async def open_node(
             with an allowed key but claims the UUID of a peer known under
             another key is refused.
         zap_domain: the ZAP domain of the inbox (zyre's default ``"global"``).
+        busy_poll: the low-latency mode, off by default (0): seconds, at
+            most 0.001, that the TCP inbox polls for the next message after
+            receiving one, first while the run's other tasks work (the
+            application's reply goes out), then spinning without a
+            checkpoint once they all wait, before it sleeps in the run
+            loop.  Lower round-trip latency, paid in CPU: a spin of up
+            to ``busy_poll`` after each message not followed by another
+            in time; an idle node burns nothing more.  The
+            spin holds the whole Trio run (timers, other descriptors) for
+            at most ``busy_poll`` (one spin per run at a time).  In-memory
+            links never poll.  See ``docs/node.md``, Low-latency mode.
 
     The options are checked together (:class:`~trizre.NodeConfig`), before
     anything starts: bad input raises ``TypeError`` or ``ValueError``
@@ -247,6 +259,7 @@ async def open_node(
         curve=curve,
         curve_allow=curve_allow,
         zap_domain=zap_domain,
+        busy_poll=busy_poll,
     )
     if config.curve_allow == CURVE_ALLOW_ANY:
         log.warning(

@@ -531,6 +531,7 @@ class NodeShell:
             curve=curve,
             endpoint=self._config.endpoint,
             ipv6=isinstance(interface, Interface6),
+            busy_poll=self._config.busy_poll,
         )
         core = self._core
         core.endpoint = self._endpoint

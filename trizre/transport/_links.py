@@ -44,7 +44,7 @@ from .._concurrency import (
     checkpoint_if_cancelled,
 )
 from ..wire import OVERSIZE
-from ._zsock import ZSocket, context
+from ._zsock import ZSocket, check_busy_poll, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
 _DISCONNECTED: Final = int(zmq.EVENT_DISCONNECTED)
@@ -128,6 +128,7 @@ def bind_inbox(
     curve: CurveServer | None = None,
     endpoint: str | None = None,
     ipv6: bool = False,
+    busy_poll: float = 0.0,
 ) -> tuple[ZSocket, str]:
     """A ROUTER bound to a random port of ``address`` in %xC000-%xFFFF; and its endpoint.
 
@@ -141,10 +142,12 @@ def bind_inbox(
     ``[identity, OVERSIZE]`` (see :meth:`ZSocket.receive_batch`).  With ``curve`` the inbox is
     a CURVE server: only clients the ZAP handler accepts connect, and each
     message's identity frame is prefixed with the client's key in Z85
-    (see :class:`ZSocket`'s ``tag_user_id``).  Raises ``zmq.ZMQError``
-    when no port is free (after 1000 tries) or the address is not this
-    host's.
+    (see :class:`ZSocket`'s ``tag_user_id``).  ``busy_poll`` (seconds,
+    0 = off) is the inbox's low-latency mode (see :class:`ZSocket`);
+    checked before anything is made.  Raises ``zmq.ZMQError`` when no
+    port is free (after 1000 tries) or the address is not this host's.
     """
+    check_busy_poll(busy_poll)
     sock = context().socket(zmq.ROUTER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
@@ -192,7 +195,13 @@ def bind_inbox(
     except BaseException:
         sock.close(linger=0)
         raise
-    return ZSocket(sock, tag_user_id=curve is not None, max_message_size=max_message_size), bound
+    inbox = ZSocket(
+        sock,
+        tag_user_id=curve is not None,
+        max_message_size=max_message_size,
+        busy_poll=busy_poll,
+    )
+    return inbox, bound
 
 
 @final

@@ -34,22 +34,44 @@ message and one for the rest.  Isolated sends (a round trip) never wait
 for the flusher.  Corked messages count as sent: they go out in order
 before any later message, or are dropped by ``close`` as libzmq's own
 queue is (LINGER 0).
+
+Busy-polling (issue 28, opt-in: ``busy_poll`` seconds, default 0 = off):
+parking the run in ``epoll_wait`` and being woken by libzmq's I/O thread
+costs a thread wake-up on every message of a round trip.  A socket with
+``busy_poll`` set, on finding nothing to receive *right after* it received
+something, first waits (up to ``busy_poll``) for the run to have nothing
+else to do (``wait_all_tasks_blocked``: the application's reply is sent
+first), then spins, without a checkpoint, reading ``EVENTS`` for up to
+``busy_poll`` before it parks as usual.  The spin gives the CPU away
+(``sched_yield``) between reads, as the kernel's own busy poll does: on a
+machine with few cores the thread that brings the message (libzmq's I/O
+thread) may need the very CPU the spin holds.  Only after a message: an idle
+socket never spins.  One spin per run at a time polls every socket that
+waits to spin, so the run is held for at most one ``busy_poll`` per idle
+moment however many sockets busy-poll; timers and other descriptors wait
+at most that long.  ``EVENTS``, not a non-blocking ``recv``: libzmq
+throttles a ``recv``'s look at its command mailbox (up to ~1 ms), so only
+``EVENTS`` sees a message that arrived a microsecond ago.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import resource
 from collections import deque
 from collections.abc import Sequence
+from time import perf_counter
 from typing import Any, Final, cast, final
 
 import trio
+import trio.testing
 import zmq
 
 from ..wire import OVERSIZE
 
-__all__ = ["ZSocket", "context"]
+__all__ = ["BUSY_POLL_MAX", "ZSocket", "check_busy_poll", "context"]
 
 logger = logging.getLogger("trizre.zsock")
 
@@ -63,7 +85,30 @@ _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
 _backend_get: Final = zmq.backend.Socket.get
 _backend_send: Final = zmq.backend.Socket.send
+# The spin's clock and its yield: module globals, so that a test can make
+# the spin a fixed number of reads whatever the machine's load.
+_spin_clock = perf_counter
+_sched_yield = os.sched_yield
 _CORK_MAX: Final = 64  # held messages per socket; beyond that the sender flushes
+
+BUSY_POLL_MAX: Final = 0.001
+"""The longest ``busy_poll`` (seconds): a spin holds the whole run, so 1 ms at most."""
+
+
+def check_busy_poll(value: object) -> float:
+    """``value`` as a ``busy_poll``: seconds, 0 (off) to :data:`BUSY_POLL_MAX`.
+
+    Bad input: a non-number (``bool`` included) raises ``TypeError``; a
+    negative, non-finite or too large one raises ``ValueError``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"busy_poll must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and 0 <= value <= BUSY_POLL_MAX):
+        raise ValueError(
+            f"busy_poll must be 0 (off) to {BUSY_POLL_MAX} seconds (1 ms), got {value!r}"
+        )
+    return float(value)
+
 
 _context: zmq.Context[Any] | None = None
 
@@ -106,11 +151,19 @@ class ZSocket:
     sent several) for one hand-over to libzmq when the turn ends (see the
     module docstring); then up to ``_CORK_MAX`` messages beyond the high
     water mark count as sent, and frames are copied into a tuple when held.
+
+    ``busy_poll`` (seconds, 0 = off, at most :data:`BUSY_POLL_MAX`; may be
+    set later, between calls) makes :meth:`receive_batch` busy-poll after
+    a message (see the module docstring): lower latency for a round trip,
+    paid in CPU (up to ``busy_poll`` of a core after each message that is
+    not followed by another within it).  ``busy_polls`` counts the polls
+    begun, ``busy_poll_hits`` those that found a message without parking.
     """
 
     __slots__ = (
         "__weakref__",
         "_bursts",
+        "_busy_poll",
         "_closed",
         "_cork",
         "_corks",
@@ -119,11 +172,14 @@ class ZSocket:
         "_fd_scope",
         "_lot",
         "_max_size",
+        "_poll_armed",
         "_router",
         "_sent_this_turn",
         "_tag_user_id",
         "_want",
         "_zsock",
+        "busy_poll_hits",
+        "busy_polls",
         "received_bytes",
         "received_messages",
     )
@@ -135,6 +191,7 @@ class ZSocket:
         cork: bool = False,
         tag_user_id: bool = False,
         max_message_size: int = -1,
+        busy_poll: float = 0.0,
     ) -> None:
         """Wrap ``zsock`` (LINGER set to 0).
 
@@ -148,7 +205,11 @@ class ZSocket:
         libzmq; :meth:`receive_batch` gives it as ``[identity, OVERSIZE]``
         (:data:`trizre.wire.OVERSIZE`; libzmq's own ``MAXMSGSIZE`` is per
         frame).
+
+        ``busy_poll``: see the class docstring; bad input raises as
+        :func:`check_busy_poll` does.
         """
+        busy_poll = check_busy_poll(busy_poll)  # before anything is changed
         zsock.setsockopt(zmq.LINGER, 0)
         self._zsock = zsock
         self._fd = cast(int, zsock.getsockopt(zmq.FD))
@@ -170,6 +231,19 @@ class ZSocket:
         # statistics): messages, and a ROUTER's octets after the identity.
         self.received_messages = 0
         self.received_bytes = 0
+        self._busy_poll = busy_poll
+        self._poll_armed = False  # a message was just received: poll before parking
+        self.busy_polls = 0
+        self.busy_poll_hits = 0
+
+    @property
+    def busy_poll(self) -> float:
+        """Seconds :meth:`receive_batch` busy-polls after a message; 0: off."""
+        return self._busy_poll
+
+    @busy_poll.setter
+    def busy_poll(self, value: float) -> None:
+        self._busy_poll = check_busy_poll(value)
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -212,6 +286,10 @@ class ZSocket:
         A ROUTER's message whose frames after the identity total more
         than ``max_message_size`` octets is taken off the socket without
         being copied and returned as ``[identity, OVERSIZE]``.
+
+        With ``busy_poll`` set, a call that finds nothing ready right after
+        the previous call returned messages polls before it parks (see the
+        class docstring); cancellation and errors are as without it.
 
         Cancellation: if cancelled, no message was taken off the socket.
         Bad input: ``max_messages < 1`` raises ``ValueError``.
@@ -277,6 +355,8 @@ class ZSocket:
             if batch:
                 self.received_messages += len(batch)
                 self.received_bytes += octets
+                if self._busy_poll:
+                    self._poll_armed = True
                 self._after_op()
                 # Waiting was this call's schedule point; a second one would
                 # cost a trip through the run queue on every wake-up, which
@@ -284,6 +364,12 @@ class ZSocket:
                 if not waited:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return batch
+            if self._poll_armed:
+                # Once per message: a miss parks below, a hit re-arms.
+                self._poll_armed = False
+                await self._busy_poll_once()
+                waited = True
+                continue  # EVENTS afresh: the spin's, and any call since, are stale
             if self._want[_POLLIN] or self._want[_POLLOUT]:
                 self._after_op()
                 await self._wait(_POLLIN)
@@ -293,6 +379,52 @@ class ZSocket:
                 # A recv ran since only if it said POLLIN: _wait then retries.
                 await self._wait(_POLLIN, events)
             waited = True
+
+    async def _busy_poll_once(self) -> None:
+        """Wait for the run to be idle, then spin on ``EVENTS`` until a message or the budget.
+
+        Each phase lasts at most ``busy_poll``.  The wait is a schedule
+        point (Cancelled propagates, nothing taken); the spin has no
+        checkpoint and ends at the first ``POLLIN`` of any socket waiting
+        to spin (the run's other spinners are in the same batch and look
+        for themselves), so it holds the run at most ``busy_poll``.
+        """
+        budget = self._busy_poll
+        if not budget:
+            return
+        self.busy_polls += 1
+        spinner = _spinner()
+        generation = spinner.generation
+        spinner.waiting[self] = None
+        try:
+            with trio.move_on_after(budget) as idle_wait:
+                await trio.testing.wait_all_tasks_blocked()
+        finally:
+            # pop: two tasks receiving on one socket may both be polling.
+            spinner.waiting.pop(self, None)
+        self._check_open()
+        get = _backend_get
+        if cast(int, get(self._zsock, _EVENTS)) & _POLLIN:
+            self.busy_poll_hits += 1
+            return
+        if idle_wait.cancelled_caught or spinner.generation != generation:
+            return  # the run stayed busy, or another socket's spin polled ours
+        spinner.generation += 1
+        others = [sock._zsock for sock in spinner.waiting if not sock._closed]
+        mine = self._zsock
+        clock = _spin_clock
+        until = clock() + budget
+        while clock() < until:
+            if cast(int, get(mine, _EVENTS)) & _POLLIN:
+                self.busy_poll_hits += 1
+                return
+            for zsock in others:
+                if cast(int, get(zsock, _EVENTS)) & _POLLIN:
+                    return  # its task runs next and takes it; we park
+            # As the kernel's busy poll (cond_resched): a thread that is
+            # ready on this CPU runs first, libzmq's I/O thread bringing
+            # the message above all; alone, it is a ~1 µs syscall.
+            _sched_yield()
 
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""
@@ -577,6 +709,34 @@ class _Flusher:
                 if sock._cork and not sock._draining and not sock._closed:
                     sock._draining = True
                     trio.lowlevel.spawn_system_task(sock._drain)
+
+
+# ------------------------------------------------------------- the spinner
+
+_SPINNER: Final[trio.lowlevel.RunVar[_Spinner]] = trio.lowlevel.RunVar("trizre_zsock_spinner")
+
+
+@final
+class _Spinner:
+    """Per Trio run: the sockets waiting to busy-poll, and a count of spins.
+
+    The idle run wakes all of them in one batch; the first to run spins for
+    all (polling each one's ``EVENTS``), the others see ``generation`` moved
+    on and do not spin again: the run is held once per idle moment.
+    """
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self.waiting: dict[ZSocket, None] = {}  # in order of arrival
+
+
+def _spinner() -> _Spinner:
+    try:
+        return _SPINNER.get()
+    except LookupError:
+        spinner = _Spinner()
+        _SPINNER.set(spinner)
+        return spinner
 
 
 def _flusher() -> _Flusher:

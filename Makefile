@@ -90,6 +90,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/trio_floor.py --json benchmarks/results/trio_floor.json
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \
 		--update-docs docs/benchmarks.md
+	$(BIN)/python benchmarks/bench_lowlat.py --poll 0 100 200 --json benchmarks/results/lowlat.json
 	$(BIN)/python benchmarks/bench_receive.py --json benchmarks/results/receive.json
 	$(BIN)/python benchmarks/bench_patterns.py --json benchmarks/results/patterns.json
 	$(BIN)/python benchmarks/bench_trace.py --json benchmarks/results/trace.json

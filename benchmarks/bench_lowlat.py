@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -176,6 +177,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=5000, help="round trips per run")
     parser.add_argument("--size", type=int, default=100, help="payload octets")
     parser.add_argument("--idle", type=float, default=5.0, help="idle window, s (0: skip)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the runs here")
     parser.add_argument(
         "--timers",
         type=int,
@@ -251,6 +253,11 @@ def main() -> int:
         print(f"\nIdle linked trizre pair, {args.idle:g} s: CPU % of a core, both processes")
         for label, values in idle.items():
             print(f"- {label}: {cell(values, '{:.2f}')} %")
+    if args.json is not None:
+        # benchmarks/targets.py reads it: each variant's runs, zyre's among them.
+        record = {"command": " ".join(["benchmarks/bench_lowlat.py", *sys.argv[1:]])}
+        record |= {"cores": os.cpu_count(), "load_before": load, "runs": runs, "idle": idle}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

@@ -631,3 +631,59 @@ async def test_a_peer_is_pinged_on_time_once_the_node_reads_again(
                 ]
                 assert isinstance(await quiet.receive(), wire.Ping)
                 assert trio.current_time() == start + 5.0 + 4.5
+
+
+# ------------------------------------------------------- sending (issue 28)
+
+
+async def test_a_shout_that_does_not_wait_yields_once_every_32_deliveries(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As a WHISPER does: not a schedule point per call, cancellation checked on each.
+
+    A SHOUT loop that yielded on every call woke each receiver per message
+    (a batch of one each time) and handed each TCP link one message a
+    turn, which libzmq cannot batch.
+    """
+    port = free_udp_port()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("a", beacon_port=port, **MEMORY) as a,
+            trizre.open_node("b", beacon_port=port, **MEMORY) as b,
+            trizre.open_node("c", beacon_port=port, **MEMORY) as c,
+        ):
+            events, b_events = a.events(), b.events()
+            for node in (b, c):
+                await node.join("g")
+            while len(a.peers_by_group("g")) < 2:
+                await next_event(events, trizre.Join)
+            steps = _Steps(trio.lowlevel.current_task())
+            trio.lowlevel.add_instrument(steps)
+            yielded: list[int] = []
+            for i in range(1, 33):
+                before = steps.count
+                await a.shout("g", b"%d" % i)
+                if steps.count != before:
+                    yielded.append(i)
+            trio.lowlevel.remove_instrument(steps)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await a.shout("g", b"cancelled")  # not sent: it raises at once
+            assert scope.cancelled_caught
+            await a.shout("g", b"33")
+            # Two members: 16 SHOUTs are 32 deliveries.
+            assert yielded == [16, 32]
+            got = [(await next_event(b_events, trizre.Shout)).frames[0] for _ in range(33)]
+            assert got == [b"%d" % i for i in range(1, 34)]
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts one task's steps: each schedule point it passed ends one."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.count = 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.count += 1

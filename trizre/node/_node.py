@@ -44,6 +44,7 @@ __all__ = ["Node", "NodeStatistics"]
 __all__ += ["_endpoint_host", "_next_multiple"]
 
 _YIELD_EVERY: Final = 32
+_SHOUT_SHARE: Final = 8  # members per send a SHOUT counts towards _YIELD_EVERY
 _WHISPER_HEAD: Final = len(wire.encode_whisper(0, (), 2)[0])  # signature, command, version, seq
 _SHOUT_HEAD: Final = _WHISPER_HEAD + 1  # and the group's length octet
 
@@ -455,12 +456,13 @@ class Node(NodeShell):
         call; members with room and those waited for before the
         cancellation got the message, the rest did not.  The schedule
         point of a SHOUT that did not have to wait comes once every 32
-        deliveries (a SHOUT to K members counts K, one to nobody 1), as
-        :meth:`whisper`'s does.  Bad input: an empty group name or one over
-        255 UTF-8 bytes raises ``ValueError``, frames that are not bytes
-        ``TypeError``, a message over ``max_message_size`` (as
-        :meth:`whisper`) :class:`~trizre.MessageTooLarge`, before it goes
-        to any member.
+        sends, as :meth:`whisper`'s does, a SHOUT counting one send per 8
+        members it reached (at least one): a loop of SHOUTs to a small
+        group yields every 32 of them, to a large one more often.  Bad
+        input: an empty group name or one over 255 UTF-8 bytes raises
+        ``ValueError``, frames that are not bytes ``TypeError``, a message
+        over ``max_message_size`` (as :meth:`whisper`)
+        :class:`~trizre.MessageTooLarge`, before it goes to any member.
         """
         _check_group(group)
         content = _frames(frames)
@@ -500,11 +502,11 @@ class Node(NodeShell):
             sent.octets += size
             if tracer is not None:
                 tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
-        # One schedule point per 32 deliveries, not per SHOUT: a SHOUT
-        # loop yielding each time made every receiver wake (and read a
-        # batch of one) per message, and every TCP link hand libzmq one
-        # message a turn, which it cannot batch.
-        if not full and self._yield_due(delivered or 1):
+        # Not a schedule point per SHOUT: a loop that yielded on each woke
+        # every receiver per message (a batch of one each time) and gave
+        # every TCP link one message a turn, which libzmq cannot batch.  A
+        # large group counts more: a turn stays a few hundred deliveries.
+        if not full and self._yield_due(max(1, delivered // _SHOUT_SHARE)):
             await cancel_shielded_checkpoint()
 
     async def join(self, group: str) -> None:

@@ -62,6 +62,7 @@ _HEADER_SIZE: Final = _HEADER.size  # 6
 _U32: Final = struct.Struct(">I")
 _U32_MAX: Final = 0xFFFFFFFF
 _STRING_MAX: Final = 0xFF
+_OCTETS: Final = tuple(bytes((i,)) for i in range(256))  # a string's length octet, made once
 
 
 # --------------------------------------------------------------------------
@@ -232,18 +233,18 @@ def shout_encoder(
     or not encodable as UTF-8; the function it returns raises it for a
     sequence outside 0..65535.
     """
-    _check_version(version)
+    if version not in MESSAGE_VERSIONS:
+        _check_version(version)
     try:
         raw = group.encode()
     except UnicodeEncodeError as exc:
         raise EncodeError(f"text is not encodable as UTF-8: {exc}") from exc
     if len(raw) > _STRING_MAX:
         raise EncodeError(f"group is {len(raw)} UTF-8 bytes; a ZRE string holds at most 255")
-    tail = bytes((len(raw),)) + raw
-    pack = _HEADER.pack
+    tail = _OCTETS[len(raw)] + raw  # the group as a ZRE string
     frames = tuple(content)
 
-    def build(sequence: int) -> list[bytes]:
+    def build(sequence: int, pack: Callable[..., bytes] = _HEADER.pack) -> list[bytes]:
         try:
             return [pack(_SIG, 3, version, sequence) + tail, *frames]
         except struct.error:

@@ -514,20 +514,24 @@ class Bench:
                 label = f"SHOUT to {k} ({layout})"
                 rate = self.results.row(label, "deliveries/s")
                 lost = self.results.row(label, "lost", target="0")
+                cpu = self.results.row(label, "CPU per delivery, all processes, µs", "{:.2f}")
                 for impl in self.impls:
                     self.attempt(
                         f"fanout/{k}/{layout}/{impl}",
-                        lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost: self._fanout(
-                            impl, k, layout == "processes", rate, lost
+                        lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost, cpu=cpu: (
+                            self._fanout(impl, k, layout == "processes", rate, lost, cpu)
                         ),
                     )
 
-    def _fanout(self, impl: str, k: int, processes: bool, rate: Row, lost: Row) -> None:
+    def _fanout(self, impl: str, k: int, processes: bool, rate: Row, lost: Row, cpu: Row) -> None:
         """K receivers and a sender stay up for all runs, unless a run lost messages.
 
         After a loss (pyre drops a peer whose send queue overflows, and the
         link stays dead) the next run starts with fresh processes, so every
-        run measures a working mesh.
+        run measures a working mesh.  CPU, over the deliveries: the
+        sender's from its first SHOUT and each receiving process's from
+        when it started counting, until all arrived (a loaded machine
+        moves it much less than the rate).
         """
         shouts = max(self.sizes.fanout_deliveries // k, 1)
         runs = self.repeat
@@ -548,17 +552,27 @@ class Bench:
                     runs -= 1
                     for receiver in receivers:
                         receiver.send({"cmd": "count", "n": shouts, "stall": self.sizes.stall})
+                    used = 0.0
                     for receiver in receivers:
-                        receiver.expect_event("counting", timeout=10)
+                        used -= receiver.expect_event("counting", timeout=10)["cpu"]
                     sender.send({"cmd": "shout", "group": GROUP, "n": shouts, "size": 100})
-                    first = sender.expect_event("sent", timeout=120)["first"]
+                    sent = sender.expect_event("sent", timeout=120)
+                    first = sent["first"]
                     reports = []
                     for receiver in receivers:
-                        reports += receiver.expect_event("counted", timeout=120)["nodes"]
+                        counted = receiver.expect_event("counted", timeout=120)
+                        reports += counted["nodes"]
+                        used += counted["cpu"]
+                    # Asked once all arrived: zyre's actor thread (and any
+                    # sender's libzmq I/O thread) works on after "sent".
+                    sender.send({"cmd": "status"})
+                    used += sender.expect_event("status", timeout=10)["cpu"] - sent["cpu0"]
                     total = sum(r["received"] for r in reports)
                     last = max(r["last"] for r in reports)
                     rate.add(impl, total / (last - first) if total else 0.0)
                     lost.add(impl, k * shouts - total)
+                    if total:
+                        cpu.add(impl, used / total * 1e6)
                     if total < k * shouts:
                         break  # start afresh: the lossy link may stay dead
 

@@ -1,17 +1,21 @@
 """CPU per delivery in one process: a sender SHOUTs and WHISPERs to K receivers.
 
-    PYTHONPATH=<tree> python benchmarks/fanout_cpu.py K N
+    PYTHONPATH=<tree> python benchmarks/fanout_cpu.py K N [--shout-only] [--tcp]
 
 The nodes are linked in memory (``discovery="memory"``, no packet leaves
 the process), so the figure is the node's own work per delivery: encoding,
 the in-process links, each receiver's reader and fan-out.  CPU time, not
 wall time: it stays comparable on a loaded machine, where rates do not.
+``--shout-only``: N SHOUTs and no WHISPER (the fan-out alone);
+``--tcp``: the nodes still find each other in memory but link over TCP on
+loopback (``local_links=False``), libzmq's work included.
 Prints one line, ``cpu/delivery <µs> us``.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import functools
 import time
 
 import trio
@@ -19,9 +23,15 @@ import trio
 import trizre
 
 
-async def main(k: int, n: int) -> float:
-    opts = {"beacon_interval": 0.05, "interface": "lo", "discovery": "memory"}
+async def main(k: int, n: int, *, whispers: bool = True, tcp: bool = False) -> float:
+    opts = {
+        "beacon_interval": 0.05,
+        "interface": "lo",
+        "discovery": "memory",
+        "local_links": not tcp,
+    }
     counts = [0] * k
+    per_receiver = 2 * n if whispers else n
     received, done = trio.Event(), trio.Event()
     finished = 0
     async with trizre.open_node("S", **opts) as sender, trio.open_nursery() as nursery:
@@ -35,7 +45,7 @@ async def main(k: int, n: int) -> float:
                 async for event in events:
                     if type(event) is trizre.Shout or type(event) is trizre.Whisper:
                         counts[i] += 1
-                        if counts[i] == 2 * n:
+                        if counts[i] == per_receiver:
                             break
                 finished += 1
                 if finished == k:
@@ -53,9 +63,10 @@ async def main(k: int, n: int) -> float:
         start = time.process_time()
         for _ in range(n):
             await sender.shout("G", payload)
-        for _ in range(n):
-            for peer in peers:
-                await sender.whisper(peer, payload)
+        if whispers:
+            for _ in range(n):
+                for peer in peers:
+                    await sender.whisper(peer, payload)
         await received.wait()
         used = time.process_time() - start
         done.set()
@@ -63,6 +74,11 @@ async def main(k: int, n: int) -> float:
 
 
 if __name__ == "__main__":
-    k = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
-    print(f"cpu/delivery {trio.run(main, k, n):.3f} us")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("k", type=int, nargs="?", default=3, help="receivers")
+    parser.add_argument("n", type=int, nargs="?", default=20_000, help="messages of each kind")
+    parser.add_argument("--shout-only", action="store_true", help="no WHISPERs")
+    parser.add_argument("--tcp", action="store_true", help="link over TCP on loopback")
+    args = parser.parse_args()
+    run = functools.partial(main, args.k, args.n, whispers=not args.shout_only, tcp=args.tcp)
+    print(f"cpu/delivery {trio.run(run):.3f} us")

@@ -631,3 +631,63 @@ async def test_a_peer_is_pinged_on_time_once_the_node_reads_again(
                 ]
                 assert isinstance(await quiet.receive(), wire.Ping)
                 assert trio.current_time() == start + 5.0 + 4.5
+
+
+# ------------------------------------------------------- sending (issue 28)
+
+
+@pytest.mark.parametrize(("members", "yields_at"), [(2, [32]), (16, [16, 32])])
+async def test_a_shout_that_does_not_wait_yields_once_every_32_sends(
+    autojump_clock: trio.testing.MockClock, members: int, yields_at: list[int]
+) -> None:
+    """As a WHISPER does: not a schedule point per call, cancellation checked on each.
+
+    A SHOUT counts one send per 8 members it reached.  A SHOUT loop that
+    yielded on every call woke each receiver per message (a batch of one
+    each time) and handed each TCP link one message a turn, which libzmq
+    cannot batch.
+    """
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with AsyncExitStack() as stack:
+            a = await stack.enter_async_context(trizre.open_node("a", beacon_port=port, **MEMORY))
+            events = a.events()
+            receivers = []
+            for i in range(members):
+                node = await stack.enter_async_context(
+                    trizre.open_node(f"r{i}", beacon_port=port, **MEMORY)
+                )
+                receivers.append(node.events())
+                await node.join("g")
+            while len(a.peers_by_group("g")) < members:
+                await next_event(events, trizre.Join)
+            steps = _Steps(trio.lowlevel.current_task())
+            trio.lowlevel.add_instrument(steps)
+            yielded: list[int] = []
+            for i in range(1, 33):
+                before = steps.count
+                await a.shout("g", b"%d" % i)
+                if steps.count != before:
+                    yielded.append(i)
+            trio.lowlevel.remove_instrument(steps)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await a.shout("g", b"cancelled")  # not sent: it raises at once
+            assert scope.cancelled_caught
+            await a.shout("g", b"33")
+            assert yielded == yields_at
+            for received in (receivers[0], receivers[-1]):
+                got = [(await next_event(received, trizre.Shout)).frames[0] for _ in range(33)]
+                assert got == [b"%d" % i for i in range(1, 34)]
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts one task's steps: each schedule point it passed ends one."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.count = 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.count += 1

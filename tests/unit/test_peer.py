@@ -179,6 +179,47 @@ def test_shout() -> None:
     assert events == (Shout(PEER, "bob", "chat", ("grüß".encode(),)),)
 
 
+def test_shout_in_sequence_from_the_header_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a WHISPER: decided from frame 0, no message decoded (issue 28)."""
+
+    def no_decode(*args: object) -> wire.Message:
+        raise AssertionError("a SHOUT in sequence went through the generic decoder")
+
+    peer = entered()
+    monkeypatch.setattr(wire, "decode", no_decode)
+    # AA A1 | 03 SHOUT | 02 version | 00 02 sequence | 04 "chat", then the content frames
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x03\x02\x00\x02\x04chat", b"a", b"b"], 2.0) == (
+        Shout(PEER, "bob", "chat", (b"a", b"b")),
+    )
+    assert peer.receive([IDENTITY, b"\xaa\xa1\x03\x02\x00\x03\x02\xc3\xbc"], 3.0) == (
+        Shout(PEER, "bob", "ü", ()),
+    )
+    assert peer.in_seq == 3
+    assert peer.presence.last_heard == 3.0
+
+
+shout_heads = st.one_of(
+    st.builds(
+        lambda seq, group, version: wire.encode(wire.Shout(seq, group, (), version=version))[0],
+        st.sampled_from([2, 3, 0, 65535]) | st.integers(0, 65535),
+        st.text(max_size=8),
+        st.sampled_from(wire.MESSAGE_VERSIONS),
+    ),
+    st.binary(max_size=12).map(lambda tail: b"\xaa\xa1\x03\x02\x00\x02" + tail),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(head=shout_heads, content=st.lists(st.binary(max_size=4), max_size=3))
+def test_the_shout_fast_path_does_what_the_decoder_does(head: bytes, content: list[bytes]) -> None:
+    """Same events, same state as the general path, whatever frame 0 holds."""
+    fast, slow = entered(), entered()
+    frames = [IDENTITY, head, *content]
+    assert fast.receive(frames, 1.0) == slow._receive(frames, 1.0)
+    assert (fast.in_seq, fast.ended, fast.detail) == (slow.in_seq, slow.ended, slow.detail)
+    assert fast.presence.last_heard == slow.presence.last_heard
+
+
 @pytest.mark.parametrize("seq", [3, 1, 0, 65535])
 def test_a_gap_or_repeat_ends_the_peer(seq: int) -> None:
     peer = entered()

@@ -36,6 +36,8 @@ from trizre.wire import (
     encode_whisper,
     hello_excess,
     parse_election_body,
+    shout_encoder,
+    shout_header,
     whisper_sequence,
 )
 
@@ -654,6 +656,68 @@ def test_whisper_sequence_never_raises_and_never_claims_garbage(head: bytes) -> 
     seq = whisper_sequence(head, 2)
     if seq is not None:
         assert decode([head], version=2) == Whisper(seq, ())
+
+
+# ------------------------------------- the SHOUT fast paths (issue 28)
+
+
+@DETERMINISTIC
+@given(msg=shouts, others=st.lists(sequences, max_size=3))
+@example(msg=Shout(65535, "x" * 255, (b"a", b"", b"c" * 1000), version=3), others=[0])
+def test_shout_encoder_matches_encode_for_every_sequence(msg: Shout, others: list[int]) -> None:
+    """One encoder, many peers: each call is byte for byte what encode gives."""
+    build = shout_encoder(msg.group, msg.content, msg.version)
+    for sequence in [msg.sequence, *others]:
+        frames = build(sequence)
+        assert frames == encode(attrs.evolve(msg, sequence=sequence))
+        # The content frames are the caller's, shared by every peer.
+        assert all(a is b for a, b in zip(frames[1:], msg.content, strict=True))
+
+
+def test_shout_encoder_refuses_what_encode_refuses() -> None:
+    with pytest.raises(EncodeError, match="255"):
+        shout_encoder("g" * 256, (), 2)
+    with pytest.raises(EncodeError, match="UTF-8"):
+        shout_encoder("\udfff", (), 2)
+    with pytest.raises(EncodeError, match="version"):
+        shout_encoder("g", (), 4)
+    build = shout_encoder("g", (b"x",), 2)
+    for bad in (65536, -1):
+        with pytest.raises(EncodeError, match="sequence"):
+            build(bad)
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES.values(), ids=ALL_STRATEGIES.keys())
+@DETERMINISTIC
+@given(data=st.data())
+def test_shout_header_agrees_with_decode(
+    strategy: st.SearchStrategy[Message], data: st.DataObject
+) -> None:
+    """It names exactly the SHOUTs of the version asked, their sequence and group."""
+    msg = data.draw(strategy)
+    head = encode(msg)[0]
+    for version in MESSAGE_VERSIONS:
+        expected = None
+        if isinstance(msg, Shout) and msg.version == version:
+            expected = (msg.sequence, msg.group)
+        assert shout_header(head, version) == expected
+
+
+@DETERMINISTIC
+@given(head=st.binary(max_size=16))
+@example(head=b"\xaa\xa1\x03\x02\x00\x01\x02\xc3\x28")  # invalid UTF-8 group
+@example(head=b"\xaa\xa1\x03\x02\x00\x01\x01gg")  # a trailing byte
+@example(head=b"\xaa\xa1\x03\x02\x00\x01")  # no group at all
+def test_shout_header_never_raises_and_never_claims_garbage(head: bytes) -> None:
+    found = shout_header(head, 2)
+    try:
+        decoded: Message | None = decode([head], version=2)
+    except DecodeError:
+        decoded = None
+    if found is not None:
+        assert decoded == Shout(found[0], found[1], ())
+    else:
+        assert not isinstance(decoded, Shout)
 
 
 # ------------------------------------------------------- election bodies

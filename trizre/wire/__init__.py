@@ -54,6 +54,8 @@ from ._message_codec import (
     encode_whisper,
     hello_excess,
     parse_election_body,
+    shout_encoder,
+    shout_header,
     whisper_sequence,
 )
 from ._oversize import OVERSIZE
@@ -105,6 +107,8 @@ __all__ = [
     "encode_whisper",
     "hello_excess",
     "parse_election_body",
+    "shout_encoder",
+    "shout_header",
     "whisper_sequence",
     # errors
     "DecodeError",

@@ -50,6 +50,8 @@ __all__ = [
     "encode_whisper",
     "hello_excess",
     "parse_election_body",
+    "shout_encoder",
+    "shout_header",
     "whisper_sequence",
 ]
 
@@ -60,6 +62,7 @@ _HEADER_SIZE: Final = _HEADER.size  # 6
 _U32: Final = struct.Struct(">I")
 _U32_MAX: Final = 0xFFFFFFFF
 _STRING_MAX: Final = 0xFF
+_OCTETS: Final = tuple(bytes((i,)) for i in range(256))  # a string's length octet, made once
 
 
 # --------------------------------------------------------------------------
@@ -215,6 +218,59 @@ def encode_whisper(sequence: int, content: Sequence[bytes], version: int) -> lis
         return [_HEADER.pack(_SIG, 2, version, sequence), *content]
     except struct.error:
         raise EncodeError(f"sequence must be an int in 0..65535, got {sequence!r}") from None
+
+
+def shout_encoder(
+    group: str, content: Sequence[bytes], version: int
+) -> Callable[[int], list[bytes]]:
+    """``encode(Shout(sequence, group, content, version=version))`` as a function of ``sequence``.
+
+    For a sender of one SHOUT to many peers, each numbering it its own way:
+    the group is checked and encoded once, here, and each call packs frame
+    0 (the header and that group) and shares the ``content`` frames as
+    they are (not copied).  Raises :class:`EncodeError` as :func:`encode`
+    does for a version that is not 2 or 3, a group over 255 UTF-8 bytes
+    or not encodable as UTF-8; the function it returns raises it for a
+    sequence outside 0..65535.
+    """
+    if version not in MESSAGE_VERSIONS:
+        _check_version(version)
+    try:
+        raw = group.encode()
+    except UnicodeEncodeError as exc:
+        raise EncodeError(f"text is not encodable as UTF-8: {exc}") from exc
+    if len(raw) > _STRING_MAX:
+        raise EncodeError(f"group is {len(raw)} UTF-8 bytes; a ZRE string holds at most 255")
+    tail = _OCTETS[len(raw)] + raw  # the group as a ZRE string
+    frames = tuple(content)
+
+    def build(sequence: int, pack: Callable[..., bytes] = _HEADER.pack) -> list[bytes]:
+        try:
+            return [pack(_SIG, 3, version, sequence) + tail, *frames]
+        except struct.error:
+            raise EncodeError(f"sequence must be an int in 0..65535, got {sequence!r}") from None
+
+    return build
+
+
+def shout_header(head: bytes, version: int) -> tuple[int, str] | None:
+    """``(sequence, group)`` if frame 0 ``head`` is a well-formed SHOUT of ``version``.
+
+    The hot path of a receiver of SHOUTs, as :func:`whisper_sequence` is
+    of WHISPERs: no message object is built.  ``None`` for anything else;
+    :func:`decode` then explains what is wrong.  Never raises for bytes
+    input.
+    """
+    if len(head) <= _HEADER_SIZE or len(head) != _HEADER_SIZE + 1 + head[_HEADER_SIZE]:
+        return None
+    sig, command, seen, sequence = _HEADER.unpack_from(head)
+    if sig != _SIG or command != 3 or seen != version:
+        return None
+    try:
+        group = head[_HEADER_SIZE + 1 :].decode()
+    except UnicodeDecodeError:
+        return None
+    return sequence, group
 
 
 def whisper_sequence(head: bytes, version: int) -> int | None:

@@ -117,6 +117,7 @@ class ZSocket:
         "_draining",
         "_fd",
         "_fd_scope",
+        "_interrupted",
         "_lot",
         "_max_size",
         "_router",
@@ -157,6 +158,7 @@ class ZSocket:
         # operation we know whether anybody could be waiting for the events.
         self._want: dict[int, int] = {_POLLIN: 0, _POLLOUT: 0}
         self._fd_scope: trio.CancelScope | None = None
+        self._interrupted = False  # see interrupt()
         self._lot = trio.lowlevel.ParkingLot()
         self._cork: deque[Sequence[bytes]] | None = None  # held by send_nowait
         self._draining = False  # a task waits for room to hand the cork over
@@ -213,12 +215,15 @@ class ZSocket:
         than ``max_message_size`` octets is taken off the socket without
         being copied and returned as ``[identity, OVERSIZE]``.
 
+        It returns an empty list only when :meth:`interrupt` ended its wait.
+
         Cancellation: if cancelled, no message was taken off the socket.
         Bad input: ``max_messages < 1`` raises ``ValueError``.
         """
         if max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
         await trio.lowlevel.checkpoint_if_cancelled()
+        self._interrupted = False  # meant for a wait, and this call has not waited yet
         zsock = self._zsock
         # pyzmq's recv_multipart, minus its per-call option conversions:
         # this loop runs for every message an inbox receives.
@@ -284,6 +289,9 @@ class ZSocket:
                 if not waited:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return batch
+            if self._interrupted:
+                self._interrupted = False
+                return batch  # empty: see interrupt()
             if self._want[_POLLIN] or self._want[_POLLOUT]:
                 self._after_op()
                 await self._wait(_POLLIN)
@@ -293,6 +301,20 @@ class ZSocket:
                 # A recv ran since only if it said POLLIN: _wait then retries.
                 await self._wait(_POLLIN, events)
             waited = True
+
+    def interrupt(self) -> None:
+        """End the wait of a task in :meth:`receive_batch`: it returns what is ready, maybe nothing.
+
+        For a socket that only :meth:`receive_batch` reads (a node's
+        inbox): a task that waits there for something else as well (its
+        events, which another task may queue) is woken by it.  Nothing is
+        lost: what arrives later is read by the next call.  Does nothing
+        when no task waits to receive, or once the socket is closed.
+        Never blocks.
+        """
+        if self._want[_POLLIN] and not self._closed:
+            self._interrupted = True
+            self._wake_waiters()
 
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""

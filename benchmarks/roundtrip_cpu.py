@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from typing import Any
 
 import trio
 
@@ -36,7 +37,7 @@ class _Steps(trio.abc.Instrument):
 
 async def run(count: int, steps: _Steps | None) -> tuple[float, float]:
     """Thread and process CPU µs per round trip."""
-    opts = {"interface": "lo", "discovery": "memory", "local_links": False}
+    opts: dict[str, Any] = {"interface": "lo", "discovery": "memory", "local_links": False}
     async with (
         trizre.open_node("echo", **opts) as echo,
         trizre.open_node("ping", **opts) as ping,

@@ -204,6 +204,27 @@ async def test_receive_batch_drains_what_is_ready() -> None:
             await b.receive_batch(0)
 
 
+async def test_interrupt_ends_a_batch_wait_and_loses_nothing() -> None:
+    async with dealer_pair("inproc://interrupt", hwm=1000) as (a, b):
+        b.interrupt()  # nobody waits: nothing is kept for a later call
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                got: list[list[list[bytes]]] = []
+
+                async def take() -> None:
+                    got.append(await b.receive_batch())
+
+                nursery.start_soon(take)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not got  # the early interrupt was not kept
+                b.interrupt()
+            assert got == [[]]  # woken with nothing ready
+            assert a.send_nowait([b"after"])
+            assert await b.receive_batch() == [[b"after"]]  # what came later is read
+        b.close()
+        b.interrupt()  # closed: nothing to do, no error
+
+
 async def test_empty_message_is_refused() -> None:
     async with dealer_pair("inproc://empty") as (a, _b):
         with pytest.raises(ValueError, match="at least one frame"):

@@ -8,6 +8,7 @@ and the buffers' bounds and overflow policies hold.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -209,3 +210,33 @@ async def test_an_event_from_the_clock_wakes_a_subscriber_waiting_on_the_inbox()
                 assert (await next_event(events, Enter)).name == "silent"
                 evasive = await next_event(events, trizre.Evasive)
                 assert evasive.peer == peer.uuid
+
+
+async def test_a_subscriber_reading_the_inbox_as_its_node_stops_ends_with_stop() -> None:
+    # Its peer goes on sending while the node stops: the subscriber reads
+    # until Stop, and nothing it reads then reaches the stopped shell.
+    with trio.fail_after(30):
+        got: list[trizre.Event] = []
+        async with trizre.open_node("a", **TCP) as a, trio.open_nursery() as nursery:
+            async with trizre.open_node("b", **TCP) as b:
+                events = b.events()
+                peer = await a.wait_for_peer("b")
+                await a.whisper(peer, b"first")
+                await next_event(events, Whisper)
+
+                async def read() -> None:
+                    async for event in events:
+                        got.append(event)
+
+                async def send() -> None:
+                    with contextlib.suppress(trizre.NodeError):
+                        while True:
+                            a.whisper_nowait(peer, b"more")
+                            await trio.lowlevel.checkpoint()
+
+                nursery.start_soon(read)
+                nursery.start_soon(send)
+                while not got:  # noqa: ASYNC110 -- the subscriber is leading
+                    await trio.sleep(0.001)
+            nursery.cancel_scope.cancel()
+        assert isinstance(got[-1], trizre.Stop)

@@ -144,10 +144,14 @@ class InboxLead:
             self._release()
             raise
         queue.waker = None
-        if batch:
-            self._take(batch, trio.current_time())  # may hand over
-        if self._state == _DRIVER:
-            self._release()
+        try:
+            # Closed meanwhile (the node is stopping, its reader gone): what
+            # was read goes as what libzmq still holds at close does.
+            if batch and not self.closed:
+                self._take(batch, trio.current_time())  # may hand over
+        finally:
+            if self._state == _DRIVER:
+                self._release()
         return True
 
     def _release(self) -> None:
@@ -169,6 +173,11 @@ class InboxLead:
             self._latch.wake()
 
     # ---------------------------------------------------------------- reader
+
+    def reader_gone(self) -> None:
+        """The reader task ended (the node is stopping): no subscriber reads from now on."""
+        self.closed = True
+        self._inbox.interrupt()
 
     async def reader_turn(self) -> bool:
         """The reader task's question: may it read the inbox now?

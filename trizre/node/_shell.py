@@ -331,19 +331,25 @@ class NodeShell:
         """The TCP inbox's reader, which lends the inbox to a lone subscriber (see _lead.py)."""
         backlog = self._backlog
         with self._readers.member():
-            while True:
-                if backlog:
-                    # Where a subscriber stopped: before anything read later.
-                    while backlog:
-                        item = backlog.popleft()
-                        if isinstance(item, tuple):
-                            await self._carry_out(*item)
-                        else:
-                            await self._handle([item])
-                    lead.reader_done()
-                elif await lead.reader_turn():
-                    await self._handle(await inbox.receive_batch(_BATCH))
-                    lead.reader_done()
+            try:
+                await self._lead_read(inbox, lead, backlog)
+            finally:
+                lead.reader_gone()  # its nursery closes: nothing may hand it more
+
+    async def _lead_read(self, inbox: ZSocket, lead: InboxLead, backlog: deque[_Pending]) -> None:
+        while True:
+            if backlog:
+                # Where a subscriber stopped: before anything read later.
+                while backlog:
+                    item = backlog.popleft()
+                    if isinstance(item, tuple):
+                        await self._carry_out(*item)
+                    else:
+                        await self._handle([item])
+                lead.reader_done()
+            elif await lead.reader_turn():
+                await self._handle(await inbox.receive_batch(_BATCH))
+                lead.reader_done()
 
     async def _handle(self, batch: list[list[bytes]]) -> None:
         """The reader's handling of a batch, in order, waiting where it must."""

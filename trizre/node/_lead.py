@@ -28,7 +28,7 @@ which keeps each peer's messages in order:
   not take the lead at once, which would cost the very wake-up saved: it
   takes it if the subscriber has not come back within :data:`GRACE`, so
   that a node whose application is busy elsewhere still reads (and
-  answers its peers) within milliseconds.  The reader hands the lead back
+  answers its peers) within 10 ms.  The reader hands the lead back
   after a batch if the sole subscriber asked for it meanwhile.
 
 Deafness stays the reader's (``NodeShell._publish``): a subscriber never
@@ -52,8 +52,14 @@ if TYPE_CHECKING:
 
 __all__ = ["GRACE", "InboxLead"]
 
-GRACE: Final = 0.002
-"""Seconds the reader leaves the inbox to a subscriber that went back to the application."""
+GRACE: Final = 0.01
+"""Seconds the reader leaves the inbox to a subscriber that went back to the application.
+
+Long enough for a subscriber that handles an event and comes back, on a
+loaded run loop too (at 2 ms the reader of a client with 100 requests
+in flight still woke 0.08 times a request, at 10 ms 0.04); short beside
+anything a peer waits for (a PING's answer, 5 s by default).
+"""
 
 _READER: Final = 0
 _FREE: Final = 1

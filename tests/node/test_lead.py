@@ -240,3 +240,30 @@ async def test_a_subscriber_reading_the_inbox_as_its_node_stops_ends_with_stop()
                     await trio.sleep(0.001)
             nursery.cancel_scope.cancel()
         assert isinstance(got[-1], trizre.Stop)
+
+
+async def test_a_node_with_in_process_peers_hears_both_inboxes_in_order() -> None:
+    # c is linked to b in memory, a over TCP: b's subscriber does not lead
+    # (it could not hear the in-memory inbox), and both peers' orders hold.
+    with trio.fail_after(30):
+        local = {**TCP, "local_links": True}
+        async with (
+            trizre.open_node("a", **TCP) as a,
+            trizre.open_node("b", **local) as b,
+            trizre.open_node("c", **local) as c,
+        ):
+            events = b.events()
+            a_to_b = await a.wait_for_peer("b")
+            c_to_b = await c.wait_for_peer("b")
+            for name in ("a", "c"):
+                await b.wait_for_peer(name)
+            for i in range(50):
+                assert a.whisper_nowait(a_to_b, b"a%d" % i)
+                assert c.whisper_nowait(c_to_b, b"c%d" % i)
+                if i % 10 == 9:
+                    await trio.lowlevel.checkpoint()
+            got: dict[str, list[bytes]] = {"a": [], "c": []}
+            while len(got["a"]) + len(got["c"]) < 100:
+                event = await next_event(events, Whisper)
+                got[event.name].append(event.frames[0])
+            assert got == {p: [b"%s%d" % (p.encode(), i) for i in range(50)] for p in got}

@@ -336,11 +336,11 @@ class Fanout:
         return stream
 
     def _forget(self, queue: _Queue) -> None:
+        # Not the lead's business: this may run in a finalizer, where no
+        # task may be woken; a free lead is the reader's within its grace.
         queue.end()
         if queue in self._queues:
             self._queues.remove(queue)
-            if self.lead is not None:
-                self.lead.subscribers_changed()
 
     def publish_nowait(self, event: Event) -> bool:
         """Deliver to every subscriber at once, or to none.

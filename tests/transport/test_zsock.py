@@ -342,6 +342,42 @@ async def test_each_turn_sends_its_first_message_at_once() -> None:
                 await trio.testing.wait_all_tasks_blocked()  # the turn ends
 
 
+class _FlusherSteps(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("_Flusher.run"):
+            self.steps += 1
+
+
+async def test_a_turn_of_one_send_does_not_wake_the_flusher() -> None:
+    """A round trip's send costs no flusher step; a second send in a turn still corks."""
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
+            assert a.send_nowait([b"a"]) and a.send_nowait([b"b"])  # starts the flusher
+            await trio.testing.wait_all_tasks_blocked()
+            assert [b.receive_nowait(), b.receive_nowait()] == [[b"a"], [b"b"]]
+            assert a.send_nowait([b"alone"])  # after a burst: held, the flusher ends it
+            await trio.testing.wait_all_tasks_blocked()
+            assert b.receive_nowait() == [b"alone"]
+            steps = _FlusherSteps()
+            trio.lowlevel.add_instrument(steps)
+            try:
+                for i in range(20):
+                    assert a.send_nowait([b"%d" % i])
+                    assert b.receive_nowait() == [b"%d" % i]
+                    await trio.testing.wait_all_tasks_blocked()  # the turn ends
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert steps.steps == 0
+            assert a.send_nowait([b"x"]) and a.send_nowait([b"y"])
+            assert b.receive_nowait() == [b"x"]
+            assert b.receive_nowait() is None  # held until the turn ends
+            await trio.testing.wait_all_tasks_blocked()
+            assert b.receive_nowait() == [b"y"]
+
+
 async def test_after_a_burst_the_next_turn_holds_its_first_message_too() -> None:
     """A socket that sent several in a turn hands the next turn's all at once."""
     with trio.fail_after(5):

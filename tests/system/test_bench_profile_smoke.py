@@ -116,3 +116,9 @@ def test_task_steps_counts_steps_a_request_by_task() -> None:
         re.M,
     ), out
     assert re.search(r"^\s+[\d.]+\s+Server\._runner$", out, re.M), out
+
+
+def test_roundtrip_cpu_reports_cpu_and_steps_a_round_trip() -> None:
+    out = _run("roundtrip_cpu.py", "--round-trips", "300", "--steps")
+    assert re.search(r"^cpu/round-trip thread [\d.]+ us, process [\d.]+ us$", out, re.M), out
+    assert re.search(r"^task steps/round-trip [\d.]+$", out, re.M), out

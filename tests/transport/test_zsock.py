@@ -204,6 +204,27 @@ async def test_receive_batch_drains_what_is_ready() -> None:
             await b.receive_batch(0)
 
 
+async def test_interrupt_ends_a_batch_wait_and_loses_nothing() -> None:
+    async with dealer_pair("inproc://interrupt", hwm=1000) as (a, b):
+        b.interrupt()  # nobody waits: nothing is kept for a later call
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                got: list[list[list[bytes]]] = []
+
+                async def take() -> None:
+                    got.append(await b.receive_batch())
+
+                nursery.start_soon(take)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not got  # the early interrupt was not kept
+                b.interrupt()
+            assert got == [[]]  # woken with nothing ready
+            assert a.send_nowait([b"after"])
+            assert await b.receive_batch() == [[b"after"]]  # what came later is read
+        b.close()
+        b.interrupt()  # closed: nothing to do, no error
+
+
 async def test_empty_message_is_refused() -> None:
     async with dealer_pair("inproc://empty") as (a, _b):
         with pytest.raises(ValueError, match="at least one frame"):
@@ -319,6 +340,42 @@ async def test_each_turn_sends_its_first_message_at_once() -> None:
                 assert a.send_nowait([b"%d" % i])
                 assert b.receive_nowait() == [b"%d" % i]
                 await trio.testing.wait_all_tasks_blocked()  # the turn ends
+
+
+class _FlusherSteps(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("_Flusher.run"):
+            self.steps += 1
+
+
+async def test_a_turn_of_one_send_does_not_wake_the_flusher() -> None:
+    """A round trip's send costs no flusher step; a second send in a turn still corks."""
+    with trio.fail_after(5):
+        async with corked_pair() as (a, b):
+            assert a.send_nowait([b"a"]) and a.send_nowait([b"b"])  # starts the flusher
+            await trio.testing.wait_all_tasks_blocked()
+            assert [b.receive_nowait(), b.receive_nowait()] == [[b"a"], [b"b"]]
+            assert a.send_nowait([b"alone"])  # after a burst: held, the flusher ends it
+            await trio.testing.wait_all_tasks_blocked()
+            assert b.receive_nowait() == [b"alone"]
+            steps = _FlusherSteps()
+            trio.lowlevel.add_instrument(steps)
+            try:
+                for i in range(20):
+                    assert a.send_nowait([b"%d" % i])
+                    assert b.receive_nowait() == [b"%d" % i]
+                    await trio.testing.wait_all_tasks_blocked()  # the turn ends
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert steps.steps == 0
+            assert a.send_nowait([b"x"]) and a.send_nowait([b"y"])
+            assert b.receive_nowait() == [b"x"]
+            assert b.receive_nowait() is None  # held until the turn ends
+            await trio.testing.wait_all_tasks_blocked()
+            assert b.receive_nowait() == [b"y"]
 
 
 async def test_after_a_burst_the_next_turn_holds_its_first_message_too() -> None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from typing import Final, Literal, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Literal, final
 
 import trio
 
@@ -35,6 +36,9 @@ from .._concurrency import (
 )
 from .._errors import EventsOverflowed, NodeError
 from ..sansio._events import Event, Stop
+
+if TYPE_CHECKING:
+    from ._lead import InboxLead
 
 __all__ = ["EventStream", "EventsIdle", "Fanout", "Overflow"]
 
@@ -62,7 +66,7 @@ class _Queue(BoundedQueue[Event]):
     more events and drops any offered: its reader drains it, then ends.
     """
 
-    __slots__ = ("idle", "overflow", "overflowed")
+    __slots__ = ("idle", "overflow", "overflowed", "waker")
 
     def __init__(self, limit: int, overflow: Overflow, idle: float | None = None) -> None:
         # Wake a waiting publisher only once half the buffer is free: waking
@@ -71,6 +75,17 @@ class _Queue(BoundedQueue[Event]):
         self.idle = idle
         self.overflow = overflow
         self.overflowed = False
+        # While its reader waits on the node's inbox instead (see _lead.py):
+        # what ends that wait when an event comes from elsewhere.
+        self.waker: Callable[[], None] | None = None
+
+    @property
+    def limit(self) -> int:
+        return int(self._limit)
+
+    def wake_getters(self) -> None:
+        """Wake its waiting readers to look again (the inbox is theirs to read)."""
+        self._getters.wake_all()
 
     def has_room(self) -> bool:
         """Would :meth:`offer` take an event now without waiting?"""
@@ -86,10 +101,14 @@ class _Queue(BoundedQueue[Event]):
             items.append(event)
             if self._getters._waiters:
                 self._getters.wake_one()
+            elif self.waker is not None:
+                self.waker()
             return True
         if self.overflow == "raise":
             self.overflowed = True
             self.close()
+            if self.waker is not None:
+                self.waker()
             return True
         return False
 
@@ -105,6 +124,8 @@ class _Queue(BoundedQueue[Event]):
         if final is not None:
             self.push(final)
         self.close()
+        if self.waker is not None:
+            self.waker()
 
     def ended(self) -> BaseException:
         """What a reader of the drained, closed buffer gets."""
@@ -114,17 +135,19 @@ class _Queue(BoundedQueue[Event]):
             )
         return trio.EndOfChannel()
 
-    async def wait_get(self) -> Event:
+    async def wait_get(self, lead: InboxLead | None = None) -> Event:
         """The next event, waiting for it; see :class:`EventStream`.
 
+        With the node's ``lead``, the sole subscriber's reader reads the
+        node's inbox itself while it waits (see :mod:`trizre.node._lead`).
         Raises ``trio.EndOfChannel`` at the end (or :class:`EventsOverflowed`).
         """
         idle = self.idle
         try:
             if idle is None:
-                return await self.get()
+                return await (self.get() if lead is None else self._led_get(lead))
             with trio.move_on_after(idle):
-                return await self.get()
+                return await (self.get() if lead is None else self._led_get(lead))
         except trio.EndOfChannel:
             raise self.ended() from None
         # Timed out, having taken nothing; an event may have come just then.
@@ -134,6 +157,29 @@ class _Queue(BoundedQueue[Event]):
             raise EventsIdle(f"no event for {idle:g} s (the subscription's idle_timeout)") from None
         except trio.EndOfChannel:
             raise self.ended() from None
+
+    async def _led_get(self, lead: InboxLead) -> Event:
+        """:meth:`get`, reading the node's inbox while this queue is empty and may lead.
+
+        Every way out passes a schedule point (the inbox's wait, or the
+        getters' wait), as :meth:`get`; cancelled, nothing was taken: what
+        the lead read before is in this queue.
+        """
+        items = self._items
+        while not items:
+            if self.closed:
+                await cancel_shielded_checkpoint()
+                raise trio.EndOfChannel
+            if not await lead.drive(self):
+                await self._getters.wait()
+        return self.get_nowait()
+
+    def statistics(self) -> QueueStatistics:
+        stats = super().statistics()
+        if self.waker is None:
+            return stats
+        # Its reader waits on the node's inbox: still a reader that waits.
+        return stats._replace(tasks_waiting_get=stats.tasks_waiting_get + 1)
 
 
 @final
@@ -181,7 +227,7 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
         except (trio.WouldBlock, trio.EndOfChannel):
             self._unyielded = 0
             try:
-                return await queue.wait_get()
+                return await queue.wait_get(self._fanout.lead)
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
         # Cancellation is honoured on every call; the schedule point comes
@@ -246,11 +292,18 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
 class Fanout:
     """The publishing side: the node owns one and publishes every event to it."""
 
-    __slots__ = ("_queues", "closed")
+    __slots__ = ("_queues", "closed", "lead")
 
     def __init__(self) -> None:
         self._queues: list[_Queue] = []
         self.closed = False
+        # The node's inbox lead, if its sole subscriber may read the inbox.
+        self.lead: InboxLead | None = None
+
+    def sole(self) -> _Queue | None:
+        """The one subscriber's buffer, if there is exactly one."""
+        queues = self._queues
+        return queues[0] if len(queues) == 1 else None
 
     def subscribe(
         self, max_buffer: int, overflow: Overflow, idle_timeout: float | None = None
@@ -274,6 +327,8 @@ class Fanout:
             queue.end(Stop())
         else:
             self._queues.append(queue)
+            if self.lead is not None:
+                self.lead.subscribers_changed()
         stream = EventStream(self, queue)
         # Unsubscribe when the stream is dropped, so a forgotten "block"
         # subscriber cannot stall the node forever.
@@ -281,6 +336,8 @@ class Fanout:
         return stream
 
     def _forget(self, queue: _Queue) -> None:
+        # Not the lead's business: this may run in a finalizer, where no
+        # task may be woken; a free lead is the reader's within its grace.
         queue.end()
         if queue in self._queues:
             self._queues.remove(queue)
@@ -326,6 +383,8 @@ class Fanout:
         # Subscribers cut off for overflowing need no more offers.
         if any(queue.closed for queue in self._queues):
             self._queues = [queue for queue in self._queues if not queue.closed]
+            if self.lead is not None:
+                self.lead.subscribers_changed()
 
     def close(self) -> None:
         """Deliver :class:`Stop` to every subscriber (over any limit) and end them."""

@@ -24,8 +24,9 @@ The public API is :class:`~trizre.node._node.Node`, a subclass.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypeAlias
 from uuid import UUID
 
 import trio
@@ -75,12 +76,15 @@ from ..transport._zsock import ZSocket
 from ._config import NodeConfig
 from ._discovery_tasks import run_gossip, send_beacons
 from ._fanout import Fanout
+from ._lead import InboxLead
 
 __all__ = ["NodeShell"]
 
 log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
+# A message a leading subscriber left the reader: as read, or read with the core's verdict.
+_Pending: TypeAlias = "list[bytes] | tuple[PeerSession, list[bytes], list[Action[PeerSession]]]"
 _GOODBYE_LINGER_MS: Final = 500  # gossip mode: how long a stopped node's GOODBYE may take
 _TRACE_KINDS: Final[dict[type, str]] = {
     Enter: kinds.ENTER,
@@ -152,6 +156,9 @@ class NodeShell:
         self._zap_id = b"trizre-zap-" + uuid.bytes
         self._limits = config.peer_limits
         self._nursery: trio.Nursery | None = None  # where links are watched (_watch_link)
+        # The TCP inbox's lead, and what a subscriber that led left the reader.
+        self._lead: InboxLead | None = None
+        self._backlog: deque[_Pending] = deque()
 
     # The core's tables, by the names the node's tests and tools know.
 
@@ -173,6 +180,10 @@ class NodeShell:
     def _trim_memory(self) -> None:
         """Hand freed memory back to the OS (the node's module says how: tests replace it)."""
         raise NotImplementedError
+
+    def _lead_of(self) -> InboxLead:
+        assert self._lead is not None  # only a subscriber that leads asks
+        return self._lead
 
     def _log_rarely(self, topic: str, level: int, what: str) -> None:
         self._core.log_rarely(topic, level, what, trio.current_time())
@@ -313,32 +324,86 @@ class NodeShell:
 
     async def _reader(self, inbox: Inbox) -> None:
         with self._readers.member():  # its waits make us deaf
-            await self._read(inbox)
+            while True:
+                await self._handle(await inbox.receive_batch(_BATCH))
 
-    async def _read(self, inbox: Inbox) -> None:
+    async def _lead_reader(self, inbox: ZSocket, lead: InboxLead) -> None:
+        """The TCP inbox's reader, which lends the inbox to a lone subscriber (see _lead.py)."""
+        backlog = self._backlog
+        with self._readers.member():
+            try:
+                await self._lead_read(inbox, lead, backlog)
+            finally:
+                lead.reader_gone()  # its nursery closes: nothing may hand it more
+
+    async def _lead_read(self, inbox: ZSocket, lead: InboxLead, backlog: deque[_Pending]) -> None:
+        while True:
+            if backlog:
+                # Where a subscriber stopped: before anything read later.
+                while backlog:
+                    item = backlog.popleft()
+                    if isinstance(item, tuple):
+                        await self._carry_out(*item)
+                    else:
+                        await self._handle([item])
+                lead.reader_done()
+            elif await lead.reader_turn():
+                await self._handle(await inbox.receive_batch(_BATCH))
+                lead.reader_done()
+
+    async def _handle(self, batch: list[list[bytes]]) -> None:
+        """The reader's handling of a batch, in order, waiting where it must."""
         by_route = self._core.by_route
         publish_nowait = self._fanout.publish_nowait
         tracer = self._tracer
-        while True:
-            batch = await inbox.receive_batch(_BATCH)
-            now = trio.current_time()  # one clock read per batch
-            for frames in batch:
-                peer = by_route.get(frames[0])
-                if peer is None:
-                    await self._greet(frames, now)
+        now = trio.current_time()  # one clock read per batch
+        for frames in batch:
+            peer = by_route.get(frames[0])
+            if peer is None:
+                await self._greet(frames, now)
+                continue
+            protocol = peer.protocol
+            events = protocol.receive(frames, now)
+            # Nearly all traffic: a WHISPER or a SHOUT, subscribers with
+            # room: no coroutine and no action list (the core has
+            # nothing to add to them, and they queue no reply).
+            if len(events) == 1 and protocol.ended is None:
+                event = events[0]
+                if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
+                    if tracer is not None:
+                        self._trace(peer, event)
                     continue
+            await self._after_receive(peer, frames, events)
+
+    def _take(self, batch: list[list[bytes]], now: float) -> None:
+        """A leading subscriber's handling of a batch it read: what needs no waiting.
+
+        As :meth:`_handle`'s fast path; at the first message that needs
+        more, the core's verdict on it is taken now (as the reader takes it
+        right after the protocol's), and it, its verdict and the rest of
+        the batch go to the reader with the lead.
+        """
+        by_route = self._core.by_route
+        publish_nowait = self._fanout.publish_nowait
+        tracer = self._tracer
+        for i, frames in enumerate(batch):
+            peer = by_route.get(frames[0])
+            backlog = self._backlog
+            if peer is None:
+                backlog.extend(batch[i:])  # a stranger: the reader greets it
+            else:
                 protocol = peer.protocol
                 events = protocol.receive(frames, now)
-                # Nearly all traffic: a WHISPER or a SHOUT, subscribers with
-                # room: no coroutine and no action list (the core has
-                # nothing to add to them, and they queue no reply).
                 if len(events) == 1 and protocol.ended is None:
                     event = events[0]
                     if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
                         if tracer is not None:
                             self._trace(peer, event)
                         continue
-                await self._after_receive(peer, frames, events)
+                backlog.append((peer, frames, self._verdict(peer, events, now)))
+                backlog.extend(batch[i + 1 :])
+            self._lead_of().hand_over()
+            return
 
     async def _greet(self, frames: Sequence[bytes], now: float) -> None:
         """A message from a sender we do not know: the core says whether its HELLO makes a peer."""
@@ -352,11 +417,22 @@ class NodeShell:
     async def _after_receive(
         self, peer: PeerSession, frames: Sequence[bytes], events: Sequence[PeerEvent]
     ) -> None:
+        await self._carry_out(peer, frames, self._verdict(peer, events, trio.current_time()))
+
+    def _verdict(
+        self, peer: PeerSession, events: Sequence[PeerEvent], now: float
+    ) -> list[Action[PeerSession]]:
+        """The core's verdict on what a message gave: taken right after the protocol's."""
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
             if isinstance(peer.link, TcpLink) and self._nursery is not None:
                 self._nursery.start_soon(self._watch_link, peer, peer.link)
-        await self._apply(self._core.received(peer, events, trio.current_time()))
+        return self._core.received(peer, events, now)
+
+    async def _carry_out(
+        self, peer: PeerSession, frames: Sequence[bytes], actions: list[Action[PeerSession]]
+    ) -> None:
+        await self._apply(actions)
         if self._pinging:
             self._pongs.set()
         if peer.protocol.ended is ExitReason.HELLO:
@@ -540,12 +616,15 @@ class NodeShell:
         if isinstance(interface, Interface6):
             core.advertised = self._endpoint.replace(f"%{interface.name}", "", 1)
         self._discovery = discovery
-        nursery.start_soon(self._reader, self._inbox)
         # CURVE peers are all reached over CURVE: an in-memory link would
         # bypass the allow-list.
         if self._config.local_links and curve is None:
             self._local = LocalInbox(self._endpoint, self._version, self._config.max_message_size)
             register(self._uuid, self._local)
+        self._lead = lead = InboxLead(self._inbox, self._fanout, self._local, self._take, _BATCH)
+        self._fanout.lead = lead
+        nursery.start_soon(self._lead_reader, self._inbox, lead)
+        if self._local is not None:
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
             nursery.start_soon(discovery.listen, self._on_beacon)

@@ -24,8 +24,9 @@ before every message.  So on a socket made with ``cork=True`` (the node's
 DEALERs), the first :meth:`ZSocket.send_nowait` of a turn of the run loop
 goes to libzmq at once, and the socket's later ones in the same turn are
 held (at most ``_CORK_MAX``) until a per-run flusher task, scheduled by
-that first send, hands them over in one batch: the turn ends when the
-tasks running in it have yielded.  One wake-up per turn instead of per
+the second, hands them over in one batch: the turn ends when the tasks
+running in it have yielded (turns are counted by an instrument,
+``_Turns``, so that a turn of one send costs no flusher step).  One wake-up per turn instead of per
 message, whether one task floods or many tasks send one message each, and
 however long the tasks take between sends.  A socket whose last turn sent
 more than one message holds the first of the next turn too, until a turn
@@ -170,12 +171,14 @@ class ZSocket:
         "_draining",
         "_fd",
         "_fd_scope",
+        "_interrupted",
         "_lot",
         "_max_size",
         "_poll_armed",
         "_router",
         "_sent_this_turn",
         "_tag_user_id",
+        "_turn",
         "_want",
         "_zsock",
         "busy_poll_hits",
@@ -218,11 +221,13 @@ class ZSocket:
         # operation we know whether anybody could be waiting for the events.
         self._want: dict[int, int] = {_POLLIN: 0, _POLLOUT: 0}
         self._fd_scope: trio.CancelScope | None = None
+        self._interrupted = False  # see interrupt()
         self._lot = trio.lowlevel.ParkingLot()
         self._cork: deque[Sequence[bytes]] | None = None  # held by send_nowait
         self._draining = False  # a task waits for room to hand the cork over
         self._corks = cork  # see "Corking" above
-        self._sent_this_turn = False  # a send went out at once; the flusher is due
+        self._sent_this_turn = False  # messages are held: the flusher is due
+        self._turn = -1  # the run loop's turn (_Turns) in which a send last went out at once
         self._bursts = False  # its last turn sent more than one: hold the first too
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
@@ -291,12 +296,15 @@ class ZSocket:
         the previous call returned messages polls before it parks (see the
         class docstring); cancellation and errors are as without it.
 
+        It returns an empty list only when :meth:`interrupt` ended its wait.
+
         Cancellation: if cancelled, no message was taken off the socket.
         Bad input: ``max_messages < 1`` raises ``ValueError``.
         """
         if max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
         await trio.lowlevel.checkpoint_if_cancelled()
+        self._interrupted = False  # meant for a wait, and this call has not waited yet
         zsock = self._zsock
         # pyzmq's recv_multipart, minus its per-call option conversions:
         # this loop runs for every message an inbox receives.
@@ -364,6 +372,9 @@ class ZSocket:
                 if not waited:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 return batch
+            if self._interrupted:
+                self._interrupted = False
+                return batch  # empty: see interrupt()
             if self._poll_armed:
                 # Once per message: a miss parks below, a hit re-arms.
                 self._poll_armed = False
@@ -414,7 +425,7 @@ class ZSocket:
         mine = self._zsock
         clock = _spin_clock
         until = clock() + budget
-        while clock() < until:
+        while clock() < until and not self._interrupted:
             if cast(int, get(mine, _EVENTS)) & _POLLIN:
                 self.busy_poll_hits += 1
                 return
@@ -425,6 +436,25 @@ class ZSocket:
             # ready on this CPU runs first, libzmq's I/O thread bringing
             # the message above all; alone, it is a ~1 µs syscall.
             _sched_yield()
+
+    def interrupt(self) -> None:
+        """End the wait of a task in :meth:`receive_batch`: it returns what is ready, maybe nothing.
+
+        For a socket that only :meth:`receive_batch` reads (a node's
+        inbox): a task that waits there for something else as well (its
+        events, which another task may queue) is woken by it.  Nothing is
+        lost: what arrives later is read by the next call.  Does nothing
+        when no task is in :meth:`receive_batch`, or once the socket is
+        closed.  A task busy-polling (``busy_poll``) sees it when its poll
+        ends, at most two ``busy_poll`` later.  Never blocks.
+        """
+        if self._closed:
+            return
+        # Set even with nobody parked: a task busy-polling looks before it
+        # parks; receive_batch clears it on entry, so a stale one is dropped.
+        self._interrupted = True
+        if self._want[_POLLIN]:
+            self._wake_waiters()
 
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""
@@ -460,16 +490,23 @@ class ZSocket:
         if self._sent_this_turn:
             self._hold(frames)  # the flusher, due already, hands it over
             return True
-        if self._bursts:
+        if not self._corks:
+            sent = self._send(frames)
+            self._after_op()
+            return sent
+        turn = _turns().count
+        if self._bursts or self._turn == turn:
+            # After a burst, or a second message this turn: held for the flusher.
             self._hold(frames)
             self._sent_this_turn = True
             _flusher().schedule(self)
             return True
         sent = self._send(frames)
         self._after_op()
-        if sent and self._corks:
-            self._sent_this_turn = True
-            _flusher().schedule(self)
+        if sent:
+            # Remembered, not scheduled: a turn that sends one message
+            # costs no flusher step (a round trip's send is such a turn).
+            self._turn = turn
         return sent
 
     def _hold(self, frames: Sequence[bytes]) -> None:
@@ -737,6 +774,38 @@ def _spinner() -> _Spinner:
         spinner = _Spinner()
         _SPINNER.set(spinner)
         return spinner
+
+
+_TURNS: Final[trio.lowlevel.RunVar[_Turns]] = trio.lowlevel.RunVar("trizre_zsock_turns")
+
+
+@final
+class _Turns(trio.abc.Instrument):
+    """Counts the turns of the run loop (one a wait for I/O, then a batch of task steps).
+
+    A corked socket compares its last immediate send's turn with the
+    current one: a second send in the same turn is held for the flusher,
+    and a turn of one send needs no flusher at all.  An instrument hook
+    a turn (~1 µs) instead of a flusher step a send.
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def after_io_wait(self, timeout: float) -> None:
+        self.count += 1
+
+
+def _turns() -> _Turns:
+    try:
+        return _TURNS.get()
+    except LookupError:
+        turns = _Turns()
+        _TURNS.set(turns)
+        trio.lowlevel.add_instrument(turns)
+        return turns
 
 
 def _flusher() -> _Flusher:

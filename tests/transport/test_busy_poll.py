@@ -334,3 +334,32 @@ async def test_two_tasks_receiving_on_one_socket_may_both_be_polling(
                 await until(lambda: len(got) == 3)
                 nursery.cancel_scope.cancel()
         assert got == [b"0", b"1", b"2"]
+
+
+async def test_an_interrupt_during_the_spin_ends_the_call_without_parking(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    spin_by_count: list[int],
+) -> None:
+    """A lone subscriber reading the inbox (the lead) is woken for an event
+    queued elsewhere even while it busy-polls: nothing waits for the next message."""
+    async with dealer_pair(_inproc("bp-interrupt"), hwm=100) as (tx, rx):
+        rx.busy_poll = POLL
+        assert tx.send_nowait([b"first"])
+        real: Callable[[Any, int], Any] = _zsock._backend_get
+        reads: list[int] = []
+
+        def get(zsock: Any, option: int) -> Any:
+            if zsock is rx.zmq_socket and rx.busy_polls and option == zmq.EVENTS:
+                reads.append(1)
+                if len(reads) == 2:  # the spin's first look
+                    rx.interrupt()
+            return real(zsock, option)
+
+        with trio.fail_after(5):
+            assert await rx.receive_batch() == [[b"first"]]
+            monkeypatch.setattr(_zsock, "_backend_get", get)
+            with counted_parks(monkeypatch) as parks:
+                assert await rx.receive_batch() == []  # interrupted: nothing taken
+        assert parks == []
+        assert len(spin_by_count) < 10  # the spin stopped at the interrupt

@@ -20,15 +20,23 @@ async def test_whispers_over_tcp_with_the_mode_on_busy_poll_the_inbox() -> None:
             a_events, b_events = a.events(), b.events()
             await a.wait_for_peer(b.uuid)
             await b.wait_for_peer(a.uuid)
-            for i in range(20):  # a round trip at a time
-                await a.whisper(b.uuid, b"ping %d" % i)
-                got = await next_event(b_events, trizre.Whisper)
-                await b.whisper(a.uuid, got.frames[0].replace(b"ping", b"pong"))
-                back = await next_event(a_events, trizre.Whisper)
-                assert back.frames == (b"pong %d" % i,)
-            # Every message read arms one poll; whether it catches the next
-            # is timing, not asserted.
-            assert inbox.busy_polls >= 20
+
+            async def echo() -> None:
+                while True:
+                    got = await next_event(b_events, trizre.Whisper)
+                    await b.whisper(a.uuid, got.frames[0].replace(b"ping", b"pong"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(echo)
+                for i in range(20):  # a round trip at a time
+                    await a.whisper(b.uuid, b"ping %d" % i)
+                    # b's task has not run yet: a waits for the pong, and
+                    # from the second on it polls first (a message armed it).
+                    back = await next_event(a_events, trizre.Whisper)
+                    assert back.frames == (b"pong %d" % i,)
+                nursery.cancel_scope.cancel()
+            # Whether a poll catches the pong is timing, not asserted.
+            assert inbox.busy_polls >= 19
             assert a.statistics().messages_in >= 20
 
 

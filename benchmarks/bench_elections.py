@@ -44,9 +44,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.interop import trizre_agent_command, zyre_agent_command, zyre_unavailable
-from tests.interop.test_interop_zyre import ZyreAgent
 from tests.support import netns
 from tests.support.netns import Agent
+from tests.support.zyre_talk import ZyreAgent
 
 MIXES = {"zyre": "zzzz", "mixed": "ztzt", "trizre": "tttt"}
 SLOW_REELECTION = 5.0  # s: the election timeout; a re-election past it is worth a look (--keep)

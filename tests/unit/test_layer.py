@@ -49,10 +49,11 @@ def imports_of_tests(path: Path) -> set[str]:
 
 
 def test_no_test_module_imports_another() -> None:
-    """Shared helpers live in tests/support, not in a test module others import."""
+    """Shared helpers live in tests/support, not in a test module others (benchmarks too) import."""
     importing = {
-        str(path.relative_to(TESTS)): sorted(imports_of_tests(path))
-        for path in sorted(TESTS.rglob("*.py"))
+        str(path.relative_to(TESTS.parent)): sorted(imports_of_tests(path))
+        for folder in (TESTS, TESTS.parent / "benchmarks", TESTS.parent / "examples")
+        for path in sorted(folder.rglob("*.py"))
         if imports_of_tests(path)
     }
     assert importing == {}

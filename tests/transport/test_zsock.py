@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import struct
 from collections.abc import AsyncIterator, Iterator
@@ -202,6 +203,29 @@ async def test_receive_batch_drains_what_is_ready() -> None:
         assert rest == [[b"m", bytes([i])] for i in range(4, 10)]
         with pytest.raises(ValueError, match="at least 1"):
             await b.receive_batch(0)
+
+
+async def test_a_waiting_receive_holds_no_exception() -> None:
+    """Issue 28: a receive waits outside its ``except zmq.Again``.
+
+    Inside it, the Again and its traceback lived as long as the wait: about
+    2 kB for every idle socket, a link's monitor (which waits for the
+    link's lifetime) included.
+    """
+    async with dealer_pair("inproc://idle-wait", hwm=10) as (a, b):
+        got: list[list[bytes]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def receive() -> None:
+                got.append(await b.receive())
+
+            nursery.start_soon(receive)
+            await trio.testing.wait_all_tasks_blocked()
+            gc.collect()
+            assert not [o for o in gc.get_objects() if isinstance(o, zmq.Again)]
+            with trio.fail_after(5):
+                await a.send([b"x"])
+        assert got == [[b"x"]]
 
 
 async def test_empty_message_is_refused() -> None:

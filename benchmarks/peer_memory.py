@@ -4,7 +4,11 @@ Counts what tracemalloc sees (Python allocations, not libzmq's) once the
 mesh is reached, divided by the n(n-1) peers, and lists the lines that
 allocate most per peer.  ``bench_zre.py --scenario footprint`` measures RSS.
 
-    python benchmarks/peer_memory.py [--nodes 40] [--port 23457]
+    python benchmarks/peer_memory.py [--nodes 40] [--port 23457] [--tcp]
+
+``--tcp`` links the nodes over TCP (``local_links=False``), as nodes of
+different processes are: the Python side of a TCP peer, its link's
+watcher included (libzmq's own memory is not traced).
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ import trio
 import trizre
 
 
-async def measure(n: int, port: int) -> None:
+async def measure(n: int, port: int, tcp: bool) -> None:
     nodes: list[trizre.Node] = []
     meshed = 0
     mesh, done = trio.Event(), trio.Event()
 
     async def run(i: int) -> None:
         nonlocal meshed
-        async with trizre.open_node(f"n{i}", beacon_port=port, interface="lo") as node:
+        async with trizre.open_node(
+            f"n{i}", beacon_port=port, interface="lo", local_links=not tcp
+        ) as node:
             nodes.append(node)
             for k in range(1, n):  # every other node
                 await node.wait_for_peer(f"n{(i + k) % n}")
@@ -54,9 +60,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=40)
     parser.add_argument("--port", type=int, default=23457, help="UDP beacon port on lo")
+    parser.add_argument(
+        "--tcp", action="store_true", help="TCP links between the nodes, as between processes"
+    )
     args = parser.parse_args()
     tracemalloc.start()
-    trio.run(measure, args.nodes, args.port)
+    trio.run(measure, args.nodes, args.port, args.tcp)
 
 
 if __name__ == "__main__":

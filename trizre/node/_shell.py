@@ -108,6 +108,7 @@ class NodeShell:
         self._readers = TaskSet()  # the inbox readers' tasks
         self._planned_deaf = False  # the clock's sleep was planned while deaf
         self._curve = config.curve
+        self._watch_links = config.watch_links  # issue 25; off: issue 28
         allowed = config.curve_allow
         self._core: NodeCore[PeerSession] = NodeCore(
             uuid,
@@ -354,7 +355,7 @@ class NodeShell:
     ) -> None:
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
-            if isinstance(peer.link, TcpLink) and self._nursery is not None:
+            if self._watch_links and isinstance(peer.link, TcpLink) and self._nursery is not None:
                 self._nursery.start_soon(self._watch_link, peer, peer.link)
         await self._apply(self._core.received(peer, events, trio.current_time()))
         if self._pinging:

@@ -64,20 +64,44 @@ def spread(nodes: int, processes: int) -> list[int]:
     return [share + (index < extra) for index in range(processes)]
 
 
-def files_needed(nodes: int, processes: int) -> int:
+def files_needed(nodes: int, processes: int, *, unwatched: bool = False) -> int:
     """File descriptors the fullest process of a full mesh holds, about.
 
     Each link to a node of another process is a DEALER (its TCP connection
     and its mailbox's eventfd), the DEALER's socket monitor (two more
-    mailboxes: libzmq's end and ours, issue 25) and, at the other end, an
-    accepted TCP connection: 5 per (local, remote) pair, plus a few hundred
-    of its own.
+    mailboxes: libzmq's end and ours, issue 25; none with
+    ``watch_links=False``) and, at the other end, an accepted TCP
+    connection: 5 per (local, remote) pair (3 unwatched), plus a few
+    hundred of its own.
     """
     local = -(-nodes // processes)  # the fullest process
-    return 5 * local * (nodes - local) + 500
+    return (3 if unwatched else 5) * local * (nodes - local) + 500
 
 
-def fitting_processes(nodes: int, limit: int, least: int = 1) -> int | None:
+# RSS of a full mesh, measured (benchmarks/scale_curve.py, issue 28): a link
+# to a node of another process, and a process of a few nodes with no peers.
+KB_PER_LINK = {False: 82.0, True: 61.0}  # by unwatched
+MB_PER_PROCESS = 45.0
+
+
+def memory_needed_mb(nodes: int, processes: int, *, unwatched: bool = False) -> float:
+    """RSS of the whole mesh, about, in MB (links within a process counted free)."""
+    layout = spread(nodes, processes)
+    remote = sum(k * (nodes - k) for k in layout)
+    return processes * MB_PER_PROCESS + remote * KB_PER_LINK[unwatched] / 1024
+
+
+def available_mb() -> float:
+    """MemAvailable, in MB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def fitting_processes(
+    nodes: int, limit: int, least: int = 1, *, unwatched: bool = False
+) -> int | None:
     """The fewest processes (at least ``least``) whose fullest one fits ``limit`` descriptors.
 
     Fewer processes is cheaper (links within a process are in memory, and
@@ -85,7 +109,7 @@ def fitting_processes(nodes: int, limit: int, least: int = 1) -> int | None:
     hence ``least``.  ``None`` when not even one node a process fits.
     """
     for processes in range(max(1, least), nodes + 1):
-        if files_needed(nodes, processes) <= limit:
+        if files_needed(nodes, processes, unwatched=unwatched) <= limit:
             return processes
     return None
 
@@ -96,7 +120,9 @@ def hard_file_limit() -> int:
     return 1 << 30 if hard == resource.RLIM_INFINITY else hard
 
 
-def _raise_file_limit(needed: int, nodes: int = 0, least: int = 1) -> None:
+def _raise_file_limit(
+    needed: int, nodes: int = 0, least: int = 1, *, unwatched: bool = False
+) -> None:
     """Raise this process's limit (children inherit it) as far as allowed, or say why not.
 
     When ``needed`` is over the hard limit and this process may not raise
@@ -109,10 +135,10 @@ def _raise_file_limit(needed: int, nodes: int = 0, least: int = 1) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
     except (ValueError, OSError):
         if needed > hard:
-            fits = fitting_processes(nodes, hard, least) if nodes else None
+            fits = fitting_processes(nodes, hard, least, unwatched=unwatched) if nodes else None
             advice = (
                 f"--processes {fits} fits ({max(spread(nodes, fits))} nodes in the fullest "
-                f"process, about {files_needed(nodes, fits)} descriptors)"
+                f"process, about {files_needed(nodes, fits, unwatched=unwatched)} descriptors)"
                 if fits is not None
                 else "use fewer nodes or more processes"
             )
@@ -162,6 +188,7 @@ class Run:
         self.namespace = namespace
         self.layout = spread(args.nodes, args.processes)
         self.roles = roles
+        self.extra: list[str] = ["--unwatched"] if getattr(args, "unwatched", False) else []
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.lives: dict[int, int] = {}
         self.unexpected: list[str] = []
@@ -189,7 +216,7 @@ class Run:
             ["ip", "netns", "exec", self.namespace, sys.executable, str(PROCESS), str(index),
              "--nodes", str(self.layout[index]), "--processes", str(self.args.processes),
              "--port", "5670", "--run", str(self.run), "--rate", str(self.args.rate),
-             "--role", self.role(index)],
+             "--role", self.role(index), *self.extra],
             stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
@@ -248,16 +275,38 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("scale-run"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--unwatched",
+        action="store_true",
+        help="nodes with watch_links=False: 3 descriptors a pair, not 5, and less memory",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("scale: needs root (a network namespace of its own)")
         return 2
+    unwatched = args.unwatched
     if args.processes is None:
-        args.processes = fitting_processes(args.nodes, hard_file_limit(), least=5) or 5
+        args.processes = (
+            fitting_processes(args.nodes, hard_file_limit(), least=5, unwatched=unwatched) or 5
+        )
     if args.processes < 5 or args.nodes < 4 * args.processes:
         print("scale: --processes >= 5, and at least 4 nodes per process")
         return 2
-    _raise_file_limit(files_needed(args.nodes, args.processes), args.nodes, least=5)
+    _raise_file_limit(
+        files_needed(args.nodes, args.processes, unwatched=unwatched),
+        args.nodes,
+        least=5,
+        unwatched=unwatched,
+    )
+    memory = memory_needed_mb(args.nodes, args.processes, unwatched=unwatched)
+    if memory > available_mb():
+        print(
+            f"scale: the mesh needs about {memory / 1024:.1f} GB of RSS "
+            f"({KB_PER_LINK[unwatched]:.0f} kB a link between processes, measured) and "
+            f"{available_mb() / 1024:.1f} GB are available"
+            + ("" if unwatched else "; --unwatched needs less")
+        )
+        return 2
     java = _java.find_java().path
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -270,7 +319,9 @@ def main() -> int:
         "nodes": args.nodes,
         "processes": args.processes,
         "nodes_per_process": spread(args.nodes, args.processes),
-        "descriptors_needed": files_needed(args.nodes, args.processes),
+        "descriptors_needed": files_needed(args.nodes, args.processes, unwatched=unwatched),
+        "memory_needed_mb": round(memory),
+        "watch_links": not unwatched,
         "rate": args.rate,
         "load_seconds": args.load_seconds,
         "seed": seed,

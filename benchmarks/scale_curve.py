@@ -1,13 +1,15 @@
 """What a mesh costs as it grows, trizre beside zyre (issue 28): one row per N.
 
     sudo .venv/bin/python benchmarks/scale_curve.py [--curve 25,50,100,250,500]
-        [--per-process 5] [--idle-seconds 10] [--no-zyre] [--json FILE]
+        [--per-process K] [--idle-seconds 10] [--no-zyre] [--unwatched] [--json FILE]
     python benchmarks/scale_curve.py --table FILE      # print a saved run's table
 
-For each N, trizre: N nodes over N / ``--per-process`` processes
-(``benchmarks/scale_process.py``, nodes only, no patterns; the options of
-``make scale``: beacons every 2 s, ``beacons_refresh``) on ``lo`` of a
-namespace of their own; zyre (``benchmarks/zyre_worker.c``, default
+For each N, trizre: N nodes over the fewest processes (at least 5) whose
+descriptors fit the hard limit, as ``make scale`` lays them out, or
+N / ``--per-process`` processes (``benchmarks/scale_process.py``, nodes
+only, no patterns; the options of ``make scale``: beacons every 2 s,
+``beacons_refresh``; ``--unwatched``: ``watch_links=False``) on ``lo`` of
+a namespace of their own; zyre (``benchmarks/zyre_worker.c``, default
 options: beacons every 1 s): N processes of one node each, on the veth of a
 namespace pair (``tests/support/netns.py``; zyre picks an interface, so it
 only ever runs there).  Measured, for each:
@@ -57,9 +59,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_zre import ZYRE_WORKER, zyre_worker_unavailable  # noqa: E402
 from benchmarks.scale import (  # noqa: E402
     Run,
+    available_mb,
     cpu_seconds,
     descriptors,
     files_needed,
+    fitting_processes,
     hard_file_limit,
     rss_mb,
     spread,
@@ -91,14 +95,6 @@ def _namespace() -> Iterator[str]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(left), signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-def available_mb() -> float:
-    """MemAvailable, in MB."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024
-    return float("inf")
 
 
 def memory_check(
@@ -173,14 +169,19 @@ class Trizre:
         self.per_link_kb: float | None = None  # the last size's, for the memory check
 
     def layout(self, n: int) -> list[int]:
-        return spread(n, max(1, n // self.args.per_process))
+        if self.args.per_process:
+            return spread(n, max(1, n // self.args.per_process))
+        fits = fitting_processes(n, hard_file_limit(), 5, unwatched=self.args.unwatched)
+        return spread(n, fits or n)
 
     def _run(self, n: int, layout: list[int], name: str) -> Run:
         run_dir = self.out / name
         shutil.rmtree(run_dir, ignore_errors=True)
         for sub in ("logs", "ready", "status"):
             (run_dir / sub).mkdir(parents=True)
-        options = argparse.Namespace(nodes=n, processes=len(layout), rate=0.0)
+        options = argparse.Namespace(
+            nodes=n, processes=len(layout), rate=0.0, unwatched=self.args.unwatched
+        )
         return Run(options, run_dir, "", roles=False)
 
     def _start(self, run: Run, namespace: str) -> None:
@@ -218,7 +219,7 @@ class Trizre:
 
     def measure(self, n: int) -> dict[str, Any]:
         layout = self.layout(n)
-        needed = files_needed(n, len(layout))
+        needed = files_needed(n, len(layout), unwatched=self.args.unwatched)
         if needed > hard_file_limit():
             return {"nodes": n, "skipped": f"{needed:,} descriptors a process, over the limit"}
         for k in set(layout):
@@ -354,7 +355,7 @@ def table(results: dict[str, Any]) -> str:
         "|---|---|" + "---|" * len(COLUMNS),
     ]
     for point in results["curve"]:
-        for impl in ("trizre", "zyre"):
+        for impl in ("trizre", "trizre-unwatched", "zyre"):
             row = point.get(impl)
             if row is None:
                 continue
@@ -371,10 +372,20 @@ def table(results: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--curve", default="25,50,100,250,500", help="the sizes N, in order")
-    parser.add_argument("--per-process", type=int, default=5, help="trizre nodes a process")
+    parser.add_argument(
+        "--per-process",
+        type=int,
+        default=0,
+        help="trizre nodes a process (default: the fewest processes, at least 5, that fit)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--mesh-limit", type=float, default=600.0)
     parser.add_argument("--no-zyre", action="store_true")
+    parser.add_argument(
+        "--unwatched",
+        action="store_true",
+        help="trizre nodes with watch_links=False (no socket monitor on TCP links)",
+    )
     parser.add_argument("--json", type=Path, help="write the results (and merge into a file)")
     parser.add_argument("--table", type=Path, help="only print the table of a saved run")
     args = parser.parse_args()
@@ -414,13 +425,16 @@ def main() -> int:
                     "nodes": n,
                     "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                 }
-                print(f"N = {n}: trizre", flush=True)
-                point["trizre"] = trizre.measure(n)
-                print(json.dumps(point["trizre"]), flush=True)
+                impl = "trizre-unwatched" if args.unwatched else "trizre"
+                print(f"N = {n}: {impl}", flush=True)
+                point[impl] = trizre.measure(n)
+                print(json.dumps(point[impl]), flush=True)
                 if pair is not None:
                     print(f"N = {n}: zyre", flush=True)
                     point["zyre"] = zyre_side.measure(n, pair.a)
                     print(json.dumps(point["zyre"]), flush=True)
+                old = next((p for p in results["curve"] if p["nodes"] == n), {})
+                point = {**old, **point}  # a run of one implementation keeps the others'
                 results["curve"] = [p for p in results["curve"] if p["nodes"] != n] + [point]
                 results["curve"].sort(key=lambda p: p["nodes"])
                 if args.json:

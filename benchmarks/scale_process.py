@@ -15,7 +15,9 @@ its nodes sees), and serves or sends according to ``--role``:
 * ``servers``: an ``echo`` worker on node 0 and a Freelance server
   ``fINDEX`` on node 1.
 
-SIGTERM stops the process cleanly; SIGKILL is a fault the run injects.
+``--unwatched`` opens the nodes with ``watch_links=False`` (no socket
+monitor on TCP links: 3 descriptors a pair of nodes in different processes,
+not 5).  SIGTERM stops the process cleanly; SIGKILL is a fault the run injects.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ async def main(args: argparse.Namespace) -> None:
                         f"n{args.index:02d}-{k}",
                         beacon_port=args.port,
                         trace_dir=args.run / "traces" if traced else None,
+                        watch_links=not args.unwatched,
                         **NODE_OPTIONS,
                     )
                 )
@@ -194,4 +197,5 @@ if __name__ == "__main__":
         choices=("none", "clients", "bstar-primary", "bstar-backup", "titanic", "servers"),
         default="none",
     )
+    parser.add_argument("--unwatched", action="store_true", help="nodes with watch_links=False")
     trio.run(main, parser.parse_args())

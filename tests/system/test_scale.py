@@ -48,6 +48,9 @@ def test_the_fewest_processes_that_fit_the_limit_are_found() -> None:
     assert fitting_processes(250, 20_000, least=5) == 16
     assert fitting_processes(20, 20_000, least=5) == 5
     assert fitting_processes(500, 400, least=2) is None  # not even one node a process
+    # watch_links=False: no socket monitors, 3 descriptors a pair.
+    assert files_needed(500, 39, unwatched=True) == 3 * 13 * 487 + 500 == 19_493
+    assert fitting_processes(500, 20_000, least=5, unwatched=True) == 39
 
 
 def _root_on_linux() -> str | None:

@@ -84,6 +84,9 @@ KB_PER_LINK = {False: 82.0, True: 61.0}  # by unwatched
 MB_PER_PROCESS = 45.0
 
 
+MEMORY_FLOOR_MB = 1024  # a run that leaves less is stopped (Run.check_alive)
+
+
 def memory_needed_mb(nodes: int, processes: int, *, unwatched: bool = False) -> float:
     """RSS of the whole mesh, about, in MB (links within a process counted free)."""
     layout = spread(nodes, processes)
@@ -233,6 +236,10 @@ class Run:
         return True
 
     def check_alive(self, down: set[int]) -> None:
+        """Note processes that died; stop the run if the machine runs out of memory."""
+        if available_mb() < MEMORY_FLOOR_MB:
+            # Before the kernel's OOM killer picks a process, maybe not ours.
+            raise MemoryError(f"under {MEMORY_FLOOR_MB} MB of memory left: the run stopped")
         for index, process in self.processes.items():
             if index not in down and process.poll() is not None:
                 self.unexpected.append(f"process {index} exited with {process.returncode}")

@@ -441,7 +441,11 @@ def main() -> int:
                     args.json.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    results["base"] = {"trizre": trizre.base, "zyre": zyre_side.base}
+    # What a process holds alone (RSS MB, descriptors), by its nodes.
+    base = results.setdefault("alone", {})
+    base["trizre-unwatched" if args.unwatched else "trizre"] = trizre.base
+    if zyre:
+        base["zyre"] = zyre_side.base
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))

@@ -348,6 +348,12 @@ COLUMNS = (
 )
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"  # not measured
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def table(results: dict[str, Any]) -> str:
     """The curve as one Markdown table: a row per N and implementation."""
     lines = [
@@ -363,9 +369,9 @@ def table(results: dict[str, Any]) -> str:
                 cells = [row["skipped"]] + [""] * (len(COLUMNS) - 1)
             else:
                 row = {**row, "layout": f"{row['processes']} × {row['nodes_per_process']}"}
-                cells = [f"{row[key]:,}" if isinstance(row[key], int) else str(row[key])
-                         for key, _ in COLUMNS]  # fmt: skip
-            lines.append(f"| {point['nodes']} | {impl} | " + " | ".join(cells) + " |")
+                cells = [_cell(row.get(key)) for key, _ in COLUMNS]
+            label = f"{impl} ({row['source']})" if "source" in row else impl
+            lines.append(f"| {point['nodes']} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ import os
 import random
 import signal
 import time
+import traceback
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -198,4 +199,16 @@ if __name__ == "__main__":
         default="none",
     )
     parser.add_argument("--unwatched", action="store_true", help="nodes with watch_links=False")
-    trio.run(main, parser.parse_args())
+    try:
+        trio.run(main, parser.parse_args())
+    except BaseExceptionGroup as group:
+        # One nursery a node nests the group past Python's printing depth
+        # (10): print what actually failed, then fail as before.
+        def leaves(error: BaseException) -> list[BaseException]:
+            if isinstance(error, BaseExceptionGroup):
+                return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+            return [error]
+
+        for leaf in leaves(group):
+            traceback.print_exception(leaf, limit=-12)
+        raise

@@ -1,10 +1,16 @@
 """A big mesh under load and faults: time to mesh, memory, CPU, and the audit's verdict.
 
-    sudo .venv/bin/python benchmarks/scale.py [--nodes 500] [--processes 10]
+    sudo .venv/bin/python benchmarks/scale.py [--nodes 500] [--processes P]
         [--load-seconds 300] [--rate 100] [--fault-every 30] [--json FILE]
 
-``--nodes`` nodes spread over ``--processes`` processes
-(``benchmarks/scale_process.py``), all on ``lo`` of one network namespace
+``--nodes`` nodes spread over ``--processes`` processes as evenly as can be
+(``benchmarks/scale_process.py``).  Each process holds about 5 descriptors
+per pair of a node of its own and a node of another process
+(:func:`files_needed`); the run checks that against the hard
+``RLIMIT_NOFILE`` before it starts anything, and refuses a layout that does
+not fit, naming the one that would.  Without ``--processes`` it takes the
+fewest processes that fit (500 nodes under a limit of 20,000: 72 processes
+of 6 or 7 nodes).  All on ``lo`` of one network namespace
 made for the run: nodes of one process talk in memory, nodes of different
 processes over TCP.  Phases:
 
@@ -52,31 +58,97 @@ PROCESS = ROOT / "benchmarks" / "scale_process.py"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def files_needed(nodes: int, processes: int) -> int:
-    """File descriptors one process of a full mesh holds, about.
+def spread(nodes: int, processes: int) -> list[int]:
+    """Nodes per process: ``nodes`` over ``processes`` as evenly as can be, the larger first."""
+    share, extra = divmod(nodes, processes)
+    return [share + (index < extra) for index in range(processes)]
+
+
+def files_needed(nodes: int, processes: int, *, unwatched: bool = False) -> int:
+    """File descriptors the fullest process of a full mesh holds, about.
 
     Each link to a node of another process is a DEALER (its TCP connection
     and its mailbox's eventfd), the DEALER's socket monitor (two more
-    mailboxes: libzmq's end and ours, issue 25) and, at the other end, an
-    accepted TCP connection: 5 per (local, remote) pair, plus a few hundred
-    of its own.
+    mailboxes: libzmq's end and ours, issue 25; none with
+    ``watch_links=False``) and, at the other end, an accepted TCP
+    connection: 5 per (local, remote) pair (3 unwatched), plus a few
+    hundred of its own.
     """
-    local = nodes // processes
-    return 5 * local * (nodes - local) + 500
+    local = -(-nodes // processes)  # the fullest process
+    return (3 if unwatched else 5) * local * (nodes - local) + 500
 
 
-def _raise_file_limit(needed: int) -> None:
-    """Raise this process's limit (children inherit it) as far as allowed, or say why not."""
+# RSS of a full mesh, measured (benchmarks/scale_curve.py, issue 28): a link
+# to a node of another process, and a process of a few nodes with no peers.
+KB_PER_LINK = {False: 82.0, True: 61.0}  # by unwatched
+MB_PER_PROCESS = 45.0
+
+
+MEMORY_FLOOR_MB = 1024  # a run that leaves less is stopped (Run.check_alive)
+
+
+def memory_needed_mb(nodes: int, processes: int, *, unwatched: bool = False) -> float:
+    """RSS of the whole mesh, about, in MB (links within a process counted free)."""
+    layout = spread(nodes, processes)
+    remote = sum(k * (nodes - k) for k in layout)
+    return processes * MB_PER_PROCESS + remote * KB_PER_LINK[unwatched] / 1024
+
+
+def available_mb() -> float:
+    """MemAvailable, in MB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def fitting_processes(
+    nodes: int, limit: int, least: int = 1, *, unwatched: bool = False
+) -> int | None:
+    """The fewest processes (at least ``least``) whose fullest one fits ``limit`` descriptors.
+
+    Fewer processes is cheaper (links within a process are in memory, and
+    every process hears every beacon); one process needs no TCP at all,
+    hence ``least``.  ``None`` when not even one node a process fits.
+    """
+    for processes in range(max(1, least), nodes + 1):
+        if files_needed(nodes, processes, unwatched=unwatched) <= limit:
+            return processes
+    return None
+
+
+def hard_file_limit() -> int:
+    """RLIMIT_NOFILE's hard limit (unlimited counts as a very large number)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return 1 << 30 if hard == resource.RLIM_INFINITY else hard
+
+
+def _raise_file_limit(
+    needed: int, nodes: int = 0, least: int = 1, *, unwatched: bool = False
+) -> None:
+    """Raise this process's limit (children inherit it) as far as allowed, or say why not.
+
+    When ``needed`` is over the hard limit and this process may not raise
+    it, exits with a message naming the limit and (given ``nodes``) the
+    fewest processes that would fit, before anything was started.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = max(needed, soft)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
     except (ValueError, OSError):
         if needed > hard:
+            fits = fitting_processes(nodes, hard, least, unwatched=unwatched) if nodes else None
+            advice = (
+                f"--processes {fits} fits ({max(spread(nodes, fits))} nodes in the fullest "
+                f"process, about {files_needed(nodes, fits, unwatched=unwatched)} descriptors)"
+                if fits is not None
+                else "use fewer nodes or more processes"
+            )
             raise SystemExit(
                 f"scale: each process needs about {needed} file descriptors and the hard "
                 f"limit is {hard}, which this process may not raise (no CAP_SYS_RESOURCE): "
-                "use fewer nodes or more processes"
+                f"{advice}"
             ) from None
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -100,17 +172,33 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def descriptors(pid: int) -> int:
+    """Open file descriptors of a process (0 once it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
 class Run:
-    def __init__(self, args: argparse.Namespace, run: Path, namespace: str) -> None:
+    """The processes of one mesh in ``namespace``; ``roles=False``: nodes only, no patterns."""
+
+    def __init__(
+        self, args: argparse.Namespace, run: Path, namespace: str, *, roles: bool = True
+    ) -> None:
         self.args = args
         self.run = run
         self.namespace = namespace
-        self.per_process = args.nodes // args.processes
+        self.layout = spread(args.nodes, args.processes)
+        self.roles = roles
+        self.extra: list[str] = ["--unwatched"] if getattr(args, "unwatched", False) else []
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.lives: dict[int, int] = {}
         self.unexpected: list[str] = []
 
     def role(self, index: int) -> str:
+        if not self.roles:
+            return "none"
         return {0: "clients", 1: "bstar-primary", 2: "bstar-backup", 3: "titanic"}.get(
             index, "servers"
         )
@@ -129,9 +217,9 @@ class Run:
         log = (self.run / "logs" / f"p{index}.{self.lives[index]}.log").open("wb")
         self.processes[index] = subprocess.Popen(
             ["ip", "netns", "exec", self.namespace, sys.executable, str(PROCESS), str(index),
-             "--nodes", str(self.per_process), "--processes", str(self.args.processes),
+             "--nodes", str(self.layout[index]), "--processes", str(self.args.processes),
              "--port", "5670", "--run", str(self.run), "--rate", str(self.args.rate),
-             "--role", self.role(index)],
+             "--role", self.role(index), *self.extra],
             stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
@@ -148,6 +236,10 @@ class Run:
         return True
 
     def check_alive(self, down: set[int]) -> None:
+        """Note processes that died; stop the run if the machine runs out of memory."""
+        if available_mb() < MEMORY_FLOOR_MB:
+            # Before the kernel's OOM killer picks a process, maybe not ours.
+            raise MemoryError(f"under {MEMORY_FLOOR_MB} MB of memory left: the run stopped")
         for index, process in self.processes.items():
             if index not in down and process.poll() is not None:
                 self.unexpected.append(f"process {index} exited with {process.returncode}")
@@ -158,6 +250,9 @@ class Run:
 
     def rss(self) -> list[float]:
         return [round(rss_mb(p.pid), 1) for p in self.processes.values()]
+
+    def descriptors(self) -> list[int]:
+        return [descriptors(p.pid) for p in self.processes.values()]
 
 
 def wait_mesh(run: Run, limit: float, down: set[int]) -> float | None:
@@ -173,7 +268,12 @@ def wait_mesh(run: Run, limit: float, down: set[int]) -> float | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="default: the fewest whose fullest process fits the descriptor limit",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--load-seconds", type=float, default=300.0)
     parser.add_argument("--rate", type=float, default=100.0)
@@ -182,14 +282,38 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("scale-run"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--unwatched",
+        action="store_true",
+        help="nodes with watch_links=False: 3 descriptors a pair, not 5, and less memory",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("scale: needs root (a network namespace of its own)")
         return 2
-    if args.processes < 5 or args.nodes % args.processes or args.nodes // args.processes < 4:
-        print("scale: --processes >= 5, and at least 4 nodes per process, evenly")
+    unwatched = args.unwatched
+    if args.processes is None:
+        args.processes = (
+            fitting_processes(args.nodes, hard_file_limit(), least=5, unwatched=unwatched) or 5
+        )
+    if args.processes < 5 or args.nodes < 4 * args.processes:
+        print("scale: --processes >= 5, and at least 4 nodes per process")
         return 2
-    _raise_file_limit(files_needed(args.nodes, args.processes))
+    _raise_file_limit(
+        files_needed(args.nodes, args.processes, unwatched=unwatched),
+        args.nodes,
+        least=5,
+        unwatched=unwatched,
+    )
+    memory = memory_needed_mb(args.nodes, args.processes, unwatched=unwatched)
+    if memory > 0.8 * available_mb():  # load and restarts grow it
+        print(
+            f"scale: the mesh needs about {memory / 1024:.1f} GB of RSS "
+            f"({KB_PER_LINK[unwatched]:.0f} kB a link between processes, measured), over "
+            f"80 % of the {available_mb() / 1024:.1f} GB available"
+            + ("" if unwatched else "; --unwatched needs less")
+        )
+        return 2
     java = _java.find_java().path
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -201,6 +325,10 @@ def main() -> int:
     results: dict[str, Any] = {
         "nodes": args.nodes,
         "processes": args.processes,
+        "nodes_per_process": spread(args.nodes, args.processes),
+        "descriptors_needed": files_needed(args.nodes, args.processes, unwatched=unwatched),
+        "memory_needed_mb": round(memory),
+        "watch_links": not unwatched,
         "rate": args.rate,
         "load_seconds": args.load_seconds,
         "seed": seed,
@@ -230,6 +358,7 @@ def main() -> int:
         time.sleep(args.idle_seconds)  # measuring a quiet mesh over a fixed window
         results["idle_cpu_cores"] = round((run.cpu() - before) / (time.monotonic() - at), 3)
         results["idle_rss_mb"] = run.rss()
+        results["idle_descriptors"] = run.descriptors()
         print(f"idle: {results['idle_cpu_cores']} cores, RSS MB {results['idle_rss_mb']}")
         # Load, with faults.
         run.processes[0].send_signal(signal.SIGUSR1)  # the clients: go

@@ -15,7 +15,9 @@ its nodes sees), and serves or sends according to ``--role``:
 * ``servers``: an ``echo`` worker on node 0 and a Freelance server
   ``fINDEX`` on node 1.
 
-SIGTERM stops the process cleanly; SIGKILL is a fault the run injects.
+``--unwatched`` opens the nodes with ``watch_links=False`` (no socket
+monitor on TCP links: 3 descriptors a pair of nodes in different processes,
+not 5).  SIGTERM stops the process cleanly; SIGKILL is a fault the run injects.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import random
 import signal
 import time
+import traceback
 from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -134,6 +137,7 @@ async def main(args: argparse.Namespace) -> None:
                         f"n{args.index:02d}-{k}",
                         beacon_port=args.port,
                         trace_dir=args.run / "traces" if traced else None,
+                        watch_links=not args.unwatched,
                         **NODE_OPTIONS,
                     )
                 )
@@ -194,4 +198,17 @@ if __name__ == "__main__":
         choices=("none", "clients", "bstar-primary", "bstar-backup", "titanic", "servers"),
         default="none",
     )
-    trio.run(main, parser.parse_args())
+    parser.add_argument("--unwatched", action="store_true", help="nodes with watch_links=False")
+    try:
+        trio.run(main, parser.parse_args())
+    except BaseExceptionGroup as group:
+        # One nursery a node nests the group past Python's printing depth
+        # (10): print what actually failed, then fail as before.
+        def leaves(error: BaseException) -> list[BaseException]:
+            if isinstance(error, BaseExceptionGroup):
+                return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+            return [error]
+
+        for leaf in leaves(group):
+            traceback.print_exception(leaf, limit=-12)
+        raise

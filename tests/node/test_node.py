@@ -25,6 +25,7 @@ from tests.support.nodes import (
 from trizre import wire
 from trizre.node._node import _next_multiple
 from trizre.transport import _discovery
+from trizre.transport._links import TcpLink
 
 
 async def test_two_nodes_meet_talk_and_part() -> None:
@@ -625,3 +626,26 @@ async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whisper
                 event = await next_event(b_events, trizre.Whisper)
                 got.append(event.frames[0])
             assert got == expected
+
+
+@pytest.mark.parametrize("watch", [True, False])
+async def test_watch_links_false_gives_a_tcp_peer_no_socket_monitor(watch: bool) -> None:
+    """Issue 28: ``watch_links=False`` saves each TCP peer its monitor (2 descriptors, ~20 kB)."""
+    port = free_udp_port()
+    options = {"beacon_port": port, "interface": "lo", "local_links": False}
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("a", watch_links=watch, **options) as a,
+            trizre.open_node("b", **options) as b,
+        ):
+            b_events = b.events()
+            peer = await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            await a.whisper(peer, b"hello")  # a's watcher, if any, has run by its delivery
+            await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"hello",))
+            link = a._core.peers[b.uuid].link
+            assert isinstance(link, TcpLink)
+            assert (link._monitor is not None) is watch
+    with pytest.raises(TypeError):
+        async with trizre.open_node("c", watch_links="no", **options):  # type: ignore[arg-type]
+            pass

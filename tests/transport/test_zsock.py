@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import struct
 from collections.abc import AsyncIterator, Iterator
@@ -223,6 +224,29 @@ async def test_interrupt_ends_a_batch_wait_and_loses_nothing() -> None:
             assert await b.receive_batch() == [[b"after"]]  # what came later is read
         b.close()
         b.interrupt()  # closed: nothing to do, no error
+
+
+async def test_a_waiting_receive_holds_no_exception() -> None:
+    """Issue 28: a receive waits outside its ``except zmq.Again``.
+
+    Inside it, the Again and its traceback lived as long as the wait: about
+    2 kB for every idle socket, a link's monitor (which waits for the
+    link's lifetime) included.
+    """
+    async with dealer_pair("inproc://idle-wait", hwm=10) as (a, b):
+        got: list[list[bytes]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def receive() -> None:
+                got.append(await b.receive())
+
+            nursery.start_soon(receive)
+            await trio.testing.wait_all_tasks_blocked()
+            gc.collect()
+            assert not [o for o in gc.get_objects() if isinstance(o, zmq.Again)]
+            with trio.fail_after(5):
+                await a.send([b"x"])
+        assert got == [[b"x"]]
 
 
 async def test_empty_message_is_refused() -> None:

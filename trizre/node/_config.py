@@ -318,6 +318,17 @@ class NodeConfig:
         validator=_flag,
         metadata=_option("also count beacons as signs of life (pyre's rule)"),
     )
+    watch_links: bool = attrs.field(
+        default=True,
+        validator=_flag,
+        metadata=_option(
+            "watch each entered TCP peer's link (a libzmq socket monitor) and end the peer "
+            "at once when its connection breaks ([Send guarantee](#send-guarantee)); off "
+            "saves about 20 kB and 2 descriptors a peer, and a broken link then ends its "
+            "peer by presence or the receiver's sequence check, as in zyre (a big mesh: "
+            "[benchmarks](benchmarks.md#issue-28-cost-as-the-fleet-grows))"
+        ),
+    )
     local_links: bool = attrs.field(
         default=True,
         validator=_flag,

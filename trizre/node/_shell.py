@@ -112,6 +112,7 @@ class NodeShell:
         self._readers = TaskSet()  # the inbox readers' tasks
         self._planned_deaf = False  # the clock's sleep was planned while deaf
         self._curve = config.curve
+        self._watch_links = config.watch_links  # issue 25; off: issue 28
         allowed = config.curve_allow
         self._core: NodeCore[PeerSession] = NodeCore(
             uuid,
@@ -425,7 +426,7 @@ class NodeShell:
         """The core's verdict on what a message gave: taken right after the protocol's."""
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
-            if isinstance(peer.link, TcpLink) and self._nursery is not None:
+            if self._watch_links and isinstance(peer.link, TcpLink) and self._nursery is not None:
                 self._nursery.start_soon(self._watch_link, peer, peer.link)
         return self._core.received(peer, events, now)
 

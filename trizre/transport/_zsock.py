@@ -273,12 +273,15 @@ class ZSocket:
             try:
                 frames: list[bytes] = self._zsock.recv_multipart(_NOBLOCK)
             except zmq.Again:
-                self._after_op()
-                await self._wait(_POLLIN)
-                continue
+                frames = []  # no message has no frames
             self._after_op()
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return frames
+            if frames:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return frames
+            # Waited for outside the except clause: inside it, the Again and
+            # its traceback would live as long as the wait, ~2 kB held by
+            # every idle socket (a link's monitor waits for its lifetime).
+            await self._wait(_POLLIN)
 
     async def receive_batch(self, max_messages: int = 256) -> list[list[bytes]]:
         """Wait until a message is ready, then return every ready message.

@@ -126,9 +126,50 @@ def trio_floor(result: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+SCALE_SERIES = (
+    ("trizre", "trizre", COLOURS["trizre"], "-"),
+    ("trizre-unwatched", "trizre, watch_links=False", COLOURS["trizre"], "--"),
+    ("zyre", "zyre (C), a node a process", COLOURS["zyre"], "-"),
+)
+
+
+def scale_curve(result: dict[str, Any], out: Path) -> None:
+    """The cost of a full mesh as it grows: memory per link, idle CPU, time to mesh."""
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
+    panels = (
+        ("rss_kb_per_added_link", "RSS per link, kB"),
+        ("idle_cpu_percent", "idle CPU, % of a core"),
+        ("time_to_mesh_s", "time to a full mesh, s"),
+    )
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for impl, label, colour, style in SCALE_SERIES:
+            points = [
+                (row["nodes"], row[impl][key])
+                for row in result["curve"]
+                if isinstance(row.get(impl), dict) and row[impl].get(key) is not None
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, style, marker="o", color=colour, label=label)
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        sizes = sorted({row["nodes"] for row in result["curve"]})
+        ax.set_xticks(sizes, [str(n) for n in sizes])
+        ax.set_xlabel("nodes")
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=7)
+    info = {"command": "benchmarks/scale_curve.py", **result}
+    what = "every node linked to every other, trizre's nodes spread over processes"
+    fig.text(0.01, 0.01, _caption(info, what), fontsize=6.5, color="#555")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(out, metadata={"Date": None})
+    plt.close(fig)
+
+
 PLOTS = {
     "zre.json": ("bench-zre-throughput.svg", zre_throughput),
     "trio_floor.json": ("bench-trio-floor.svg", trio_floor),
+    "scale_curve.json": ("bench-scale-curve.svg", scale_curve),
 }
 
 

@@ -391,20 +391,17 @@ class PeerProtocol:
         # A WHISPER or a SHOUT in sequence is nearly all the traffic: decide
         # it from its header, without building a message object.
         head = frames[1]
+        group = None  # a WHISPER's
         seq = wire.whisper_sequence(head, self.version)
-        if seq is not None:
-            if self.ready and seq == (self.in_seq + 1) & 0xFFFF:
-                self.in_seq = seq
-                self._answering = False
-                self.presence.heard(now)
-                return (Whisper(self.uuid, self.name, tuple(frames[2:])),)
-        elif (shout := wire.shout_header(head, self.version)) is not None:
+        if seq is None and (shout := wire.shout_header(head, self.version)) is not None:
             seq, group = shout
-            if self.ready and seq == (self.in_seq + 1) & 0xFFFF:
-                self.in_seq = seq
-                self._answering = False
-                self.presence.heard(now)
-                return (Shout(self.uuid, self.name, group, tuple(frames[2:])),)
+        if seq is not None and self.ready and seq == (self.in_seq + 1) & 0xFFFF:
+            self.in_seq = seq
+            self._answering = False
+            self.presence.heard(now)
+            if group is None:
+                return (Whisper(self.uuid, self.name, tuple(frames[2:])),)
+            return (Shout(self.uuid, self.name, group, tuple(frames[2:])),)
         return self._receive(frames, now)
 
     def _receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:

@@ -80,6 +80,10 @@ FAULT_KINDS = ("worker", "bstar", "freelance", "titanic", "cut")
 CLIENTS = ("client-service", "client-bstar", "client-titanic", "client-freelance")
 # Titanic's kills besides plain kill -9, in turn: before a COMMIT, after one.
 TITANIC_KILLS = ("titanic mid-write", "titanic after commit")
+KILL_WHERE = {
+    "titanic mid-write": "inside its next write transaction",
+    "titanic after commit": "after storing its next request, before answering it",
+}
 
 PROFILES: dict[str, dict[str, Any]] = {
     "ci": {"duration": 60.0, "fault_every": 2.5, "settle": 6.0},
@@ -117,6 +121,7 @@ class Slot:
     down: bool = False  # killed by us, waiting to be restarted
     cut: bool = False
     log: IO[bytes] | None = None
+    armed: str = ""  # a Titanic kill it will do itself, awaited (TITANIC_KILLS)
 
 
 @dataclass
@@ -294,25 +299,38 @@ class Fleet:
         slot.process.send_signal(signal.SIGKILL)
         slot.process.wait()
 
-    def kill_mid_write(self, slot: Slot, limit: float = 5.0, after: bool = False) -> bool:
-        """Have Titanic kill itself inside its next write; False if it wrote nothing in time.
+    def arm(self, slot: Slot, kill: str) -> None:
+        """Have Titanic kill itself at its next write (``kill`` in TITANIC_KILLS).
 
-        ``after``: right after its next request is stored (committed, not
-        yet acknowledged) instead.
+        "titanic mid-write": inside its next write transaction, before the
+        COMMIT.  "titanic after commit": right after its next request is
+        stored, before it is acknowledged.  It serves on until then: the
+        fault loop sees it die (``reap_armed``) whenever its clients next
+        make it write, so a turn that finds the clients cut off or waiting
+        on a worker is not lost (it was, with a 5 s limit).
         """
-        assert slot.process is not None
-        slot.down = True
-        slot.process.send_signal(signal.SIGUSR2 if after else signal.SIGUSR1)
-        try:
-            slot.process.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            self.kill(slot)
-            return False
-        return slot.process.returncode == -signal.SIGKILL
+        assert slot.process is not None and not slot.armed
+        slot.armed = kill
+        slot.process.send_signal(signal.SIGUSR1 if kill == TITANIC_KILLS[0] else signal.SIGUSR2)
+
+    def reap_armed(self) -> list[Slot]:
+        """The armed processes that have since killed themselves, as armed."""
+        reaped = []
+        for slot in self.slots.values():
+            if not slot.armed or slot.process is None or slot.process.poll() is None:
+                continue
+            if slot.process.returncode == -signal.SIGKILL:
+                slot.down = True
+                reaped.append(slot)
+            else:  # check_alive reports it
+                slot.armed = ""
+        return reaped
 
     def check_alive(self) -> None:
         """Note any process that ended without being asked to."""
         for slot in self.slots.values():
+            if slot.armed:
+                continue  # reap_armed's to judge
             if slot.process is not None and not slot.down and slot.process.poll() is not None:
                 self.unexpected.append(
                     f"{slot.name} (life {slot.lives}) exited with {slot.process.returncode}"
@@ -383,6 +401,18 @@ def fault_loop(
     def up(role: str) -> list[Slot]:
         return [s for s in fleet.slots.values() if s.role == role and not s.down and not s.cut]
 
+    def reaped(slot: Slot, now: float) -> None:
+        """An armed Titanic has killed itself where it was told: restart it."""
+        kill, slot.armed = slot.armed, ""
+        faults.done[kill] += 1
+        delay = rng.uniform(0.5, 2.0)
+        schedule(delay, "restart", slot.name)
+        faults.log.append(
+            f"{now - start:6.1f} s  {slot.name} killed itself {KILL_WHERE[kill]}, "
+            f"restart in {delay:.1f} s"
+        )
+        say(f"  {faults.log[-1]}")
+
     def inject(kind: str) -> str | None:
         if kind == "titanic":
             # Only a Titanic that serves: one still starting proves nothing
@@ -391,30 +421,19 @@ def fault_loop(
             if not candidates:
                 return None
             slot = candidates[0]
-            delay = rng.uniform(0.5, 2.0)
-            schedule(delay, "restart", slot.name)
+            if slot.armed:
+                return None  # its own kill is still to come
             faults.titanic_kills += 1
-            # The special kills come first and again until each has happened
-            # once: one that found nothing to interrupt must not cost the run
-            # its only try (a CI run has about four Titanic turns).
+            # The special kills come first, one each, then all three in turn.
             undone = [k for k in TITANIC_KILLS if not faults.done[k]]
             kill = undone[0] if undone else (*TITANIC_KILLS, "titanic")[faults.titanic_kills % 3]
-            if kill == "titanic mid-write":
-                if fleet.kill_mid_write(slot):
-                    faults.done[kill] += 1
-                    return (
-                        f"kill -9 {slot.name} inside a write transaction, restart in {delay:.1f} s"
-                    )
-                return f"kill -9 {slot.name} (no write to interrupt), restart in {delay:.1f} s"
-            if kill == "titanic after commit":
-                if fleet.kill_mid_write(slot, after=True):
-                    faults.done[kill] += 1
-                    return (
-                        f"kill -9 {slot.name} after storing a request, before answering it, "
-                        f"restart in {delay:.1f} s"
-                    )
-                return f"kill -9 {slot.name} (no request stored), restart in {delay:.1f} s"
+            if kill in TITANIC_KILLS:
+                fleet.arm(slot, kill)
+                where = KILL_WHERE[kill]
+                return f"arm {slot.name} to kill -9 itself {where}"
+            delay = rng.uniform(0.5, 2.0)
             fleet.kill(slot)
+            schedule(delay, "restart", slot.name)
             return f"kill -9 {slot.name}, restart in {delay:.1f} s"
         if kind in ("worker", "freelance"):
             candidates = up(kind)
@@ -452,6 +471,8 @@ def fault_loop(
         while later and later[0][0] <= now:
             _, _, action, name = heapq.heappop(later)
             act(action, name)
+        for slot in fleet.reap_armed():
+            reaped(slot, now)
         fleet.check_alive()
         if now >= end:
             break
@@ -474,7 +495,17 @@ def fault_loop(
             say(f"  {stamp}  {what}")
             next_fault = now + fault_every
         time.sleep(0.05)  # the loop's tick: faults are scheduled in wall time
-    # Undo what is pending: every link back, every process up.
+    # Undo what is pending: every link back, every process up, no kill armed.
+    for slot in fleet.reap_armed():
+        reaped(slot, time.monotonic())
+    for slot in fleet.slots.values():
+        if slot.armed:  # it never wrote: disarm it the blunt way
+            slot.armed = ""
+            fleet.kill(slot)
+            schedule(0.0, "restart", slot.name)
+            stamp = f"{time.monotonic() - start:6.1f} s"
+            faults.log.append(f"{stamp}  kill -9 {slot.name}, still armed")
+            say(f"  {faults.log[-1]}")
     while later:
         _, _, action, name = heapq.heappop(later)
         act(action, name)

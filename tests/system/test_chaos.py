@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from benchmarks.chaos import (
     FAULT_KINDS,
     TITANIC_KILLS,
     Faults,
+    Fleet,
+    Slot,
     TitanicRecord,
     judge,
 )
@@ -221,6 +224,76 @@ def test_the_titanic_profile_fails_on_a_second_run_a_loss_or_a_bad_store(
     damage(record)
     verdict = judge(_summary(tallies), 0, tallies, faults, [], ("client-titanic",), record)
     assert any(expected in failure for failure in verdict.failures), verdict.failures
+
+
+# ------------------------------------------------------------------ an armed kill
+
+# A stand-in for an armed Titanic: once SIGUSR2 arms it, it kills itself
+# at its next "write" (the file appearing), or exits 1 if told to.
+_ARMED_CHILD = """
+import os, pathlib, signal, sys, time
+run = pathlib.Path(sys.argv[1])
+armed = False
+def arm(*_):
+    global armed
+    armed = True
+signal.signal(signal.SIGUSR2, arm)
+(run / "ready").touch()
+while True:
+    if armed and (run / "write").exists():
+        os.kill(os.getpid(), signal.SIGKILL)
+    if (run / "fail").exists():
+        sys.exit(1)
+    time.sleep(0.01)
+"""
+
+
+def _armed_child(tmp_path: Path) -> tuple[Fleet, Slot]:
+    slot = Slot("titanic", "titanic", [])
+    slot.process = subprocess.Popen([sys.executable, "-c", _ARMED_CHILD, str(tmp_path)])
+    fleet = Fleet(None, [slot], tmp_path)  # type: ignore[arg-type]  # no network needed
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "ready").exists():  # its handler is armed before it writes this
+        assert slot.process.poll() is None, "the stand-in died at start"
+        assert time.monotonic() < deadline, "the stand-in never started"
+        time.sleep(0.01)  # polling a file another process writes
+    return fleet, slot
+
+
+def test_an_armed_titanic_that_writes_late_still_makes_its_kill(tmp_path: Path) -> None:
+    """The kill waits for the write, however late (a 5 s limit lost CI's only turn)."""
+    fleet, slot = _armed_child(tmp_path)
+    assert slot.process is not None
+    try:
+        fleet.arm(slot, "titanic after commit")
+        assert fleet.reap_armed() == []
+        fleet.check_alive()
+        assert not slot.down and slot.armed == "titanic after commit"
+        (tmp_path / "write").touch()
+        slot.process.wait(timeout=30)
+        assert fleet.reap_armed() == [slot]
+        assert slot.down
+        fleet.check_alive()
+        assert fleet.unexpected == []
+    finally:
+        slot.process.kill()
+        slot.process.wait()
+
+
+def test_an_armed_titanic_that_exits_otherwise_is_reported(tmp_path: Path) -> None:
+    fleet, slot = _armed_child(tmp_path)
+    assert slot.process is not None
+    try:
+        fleet.arm(slot, "titanic after commit")
+        (tmp_path / "fail").touch()
+        slot.process.wait(timeout=30)
+        assert fleet.reap_armed() == []
+        assert not slot.armed
+        fleet.check_alive()
+        assert fleet.unexpected == ["titanic (life 0) exited with 1"]
+    finally:
+        slot.process.kill()
+        slot.process.wait()
 
 
 # ------------------------------------------------------------------ the run

@@ -486,14 +486,17 @@ def fault_loop(
             kind = kinds.pop()
             what = inject(kind)
             stamp = f"{now - start:6.1f} s"
+            next_fault = now + fault_every
             if what is None:
                 faults.skipped[kind] += 1
                 what = f"{kind}: skipped (nothing in a state to take it)"
+                if not faults.done[kind]:  # a kind the run has yet to do: again soon
+                    kinds.append(kind)
+                    next_fault = now + min(1.0, fault_every)
             else:
                 faults.done[kind] += 1
             faults.log.append(f"{stamp}  {what}")
             say(f"  {stamp}  {what}")
-            next_fault = now + fault_every
         time.sleep(0.05)  # the loop's tick: faults are scheduled in wall time
     # Undo what is pending: every link back, every process up, no kill armed.
     for slot in fleet.reap_armed():

@@ -51,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.scale_process import BSTAR_HEARTBEAT  # noqa: E402
 from benchmarks.spark_cluster import spark_env  # noqa: E402
 from trizre.audit import _java  # noqa: E402
 
@@ -234,6 +235,15 @@ class Run:
             if status["min"] < want:
                 return False
         return True
+
+    def stalls(self) -> dict[int, float]:
+        """Each process's worst event-loop stall, seconds (see scale_process.report)."""
+        found = {}
+        for index in self.processes:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                status = json.loads((self.run / "status" / f"{index}.json").read_text())
+                found[index] = round(float(status["stall_max"]), 2)
+        return found
 
     def check_alive(self, down: set[int]) -> None:
         """Note processes that died; stop the run if the machine runs out of memory."""
@@ -458,6 +468,15 @@ def main() -> int:
         flag: entry["count"] for flag, entry in summary["requests"]["flags"].items()
     }
     results["dual_active"] = len(summary["bstar"]["dual_active"])
+    results["stall_max_s"] = stalls = run.stalls()
+    failover = 2 * BSTAR_HEARTBEAT
+    for index in (1, 2):  # the Binary Star pair (see Run.role)
+        if stalls.get(index, 0.0) > failover and (results["dual_active"] or run.unexpected):
+            print(
+                f"diagnosis: process {index} (Binary Star) had its loop stalled up to "
+                f"{stalls[index]:.1f} s, over the pair's {failover:.0f} s failover timeout: "
+                "its partner could take over while it still served (an overloaded machine)"
+            )
     results["failures"] = (
         run.unexpected
         + mismatches

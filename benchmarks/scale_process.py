@@ -67,13 +67,24 @@ async def until_terminated() -> None:
 
 
 async def report(index: int, nodes: list[trizre.Node], run: Path) -> None:
+    """Every second: the fewest and most peers a node here knows, and the loop's worst stall.
+
+    ``stall_max`` is how late this task's one-second sleep ever woke: a
+    process whose loop stalls past a Binary Star failover timeout can go
+    ACTIVE beside its partner, and the verdict should say so.
+    """
+    stall_max = 0.0
     while True:
         counts = [len(node.peers()) for node in nodes]
         _write(
             run / "status" / f"{index}.json",
-            json.dumps({"t": time.time(), "min": min(counts), "max": max(counts)}),
+            json.dumps(
+                {"t": time.time(), "min": min(counts), "max": max(counts), "stall_max": stall_max}
+            ),
         )
+        woken = trio.current_time() + 1.0
         await trio.sleep(1.0)
+        stall_max = max(stall_max, trio.current_time() - woken)
 
 
 async def clients(args: argparse.Namespace, nodes: list[trizre.Node]) -> None:

@@ -239,6 +239,16 @@ def test_a_request_sent_again_after_its_abandon_is_a_new_round(
     tr.answered(client, worker, 1, 5.02, latency=0.02)
     tr.sent(client, worker, 2, 5.5)  # round two, never ended
     tr.answered(client, worker, 3, 6.0, latency=3.0)  # no new round: a late answer
+    # A round that found no worker at all ends without a send; the next
+    # round's send and answer come after its abandon (make scale, a kill -9
+    # of the only worker's process outlasting Titanic's attempts).
+    tr.abandoned(client, 4, 6.5, attempts=3)
+    tr.sent(client, worker, 4, 7.0)
+    tr.executed(worker, client, 4, 7.01)
+    tr.answered(client, worker, 4, 7.02, latency=0.02)
+    # Answered after its abandon, never sent at all.
+    tr.abandoned(client, 5, 7.5, attempts=3)
+    tr.answered(client, worker, 5, 7.6, latency=0.1)
     tr.line(client, "node-stop", 9.0)
     table = _request_table(spark, tr.write(tmp_path))
     rows = {int(r["rid"], 16): r for r in table.collect()}
@@ -247,6 +257,8 @@ def test_a_request_sent_again_after_its_abandon_is_a_new_round(
         1: (),
         2: ("lost",),
         3: ("out_of_order",),
+        4: (),
+        5: ("out_of_order",),
     }
 
 

@@ -142,15 +142,15 @@ def request_table(lines: DataFrame, ov: Overview) -> DataFrame:
         )
     )
     # A client may send a request id again after abandoning it: a new round
-    # (Titanic does, so that a worker's reply cache still knows it).  An
-    # answer after the last abandon is out of order unless a send came
-    # between them.
+    # (Titanic does, so that a worker's reply cache still knows it), and a
+    # round that found no worker ends without any send: an abandon before
+    # the first send is no fault.  An answer before the first send is, and
+    # so is an answer after the last abandon with no send between them.
     sent_ts = F.col("first_sent_ts")
     last_sent, last_abandon = F.col("last_sent_ts"), F.col("last_abandoned_ts")
-    out_of_order = (
-        (F.col("answered_ts") < sent_ts)
-        | (F.col("abandoned_ts") < sent_ts)
-        | ((F.col("last_answered_ts") > last_abandon) & ~(last_sent > last_abandon))
+    out_of_order = (F.col("answered_ts") < sent_ts) | (
+        (F.col("last_answered_ts") > last_abandon)
+        & ~F.coalesce(last_sent > last_abandon, F.lit(False))
     )
     # A duplicate execution: one server with a reply cache ran the request
     # twice.  Runs on different servers (a worker killed mid-request, a

@@ -179,6 +179,7 @@ class ZSocket:
         "_sent_this_turn",
         "_tag_user_id",
         "_turn",
+        "_turns_seen",
         "_want",
         "_zsock",
         "busy_poll_hits",
@@ -229,6 +230,7 @@ class ZSocket:
         self._sent_this_turn = False  # messages are held: the flusher is due
         self._turn = -1  # the run loop's turn (_Turns) in which a send last went out at once
         self._bursts = False  # its last turn sent more than one: hold the first too
+        self._turns_seen: _Turns | None = None  # the run's turn counter, once a send needed it
         self._router = zsock.type == zmq.ROUTER
         self._tag_user_id = tag_user_id and self._router
         self._max_size = max_message_size if max_message_size >= 0 else 2**63
@@ -497,7 +499,12 @@ class ZSocket:
             sent = self._send(frames)
             self._after_op()
             return sent
-        turn = _turns().count
+        turns = self._turns_seen
+        if turns is None:
+            # Looked up once: a RunVar lookup on every send costs ~0.3 us,
+            # and a socket's sends all happen in the run that opened it.
+            turns = self._turns_seen = _turns()
+        turn = turns.count
         if self._bursts or self._turn == turn:
             # After a burst, or a second message this turn: held for the flusher.
             self._hold(frames)
@@ -651,7 +658,8 @@ class ZSocket:
                     # A wake-up (see _wake_waiters): the caller looks again.
                 finally:
                     self._fd_owned = False
-                    self._lot.unpark_all()
+                    if self._lot:  # an empty lot's unpark_all costs ~0.5 us
+                        self._lot.unpark_all()
         except trio.ClosedResourceError:
             raise trio.ClosedResourceError("the zmq socket was closed") from None
         finally:
@@ -672,7 +680,8 @@ class ZSocket:
             # Ends the owner's wait_readable with ClosedResourceError, which
             # _wait takes for a wake-up while the socket is open.
             trio.lowlevel.notify_closing(self._fd)
-        self._lot.unpark_all()
+        if self._lot:
+            self._lot.unpark_all()
 
     # -------------------------------------------------------------- close
 

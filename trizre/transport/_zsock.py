@@ -12,7 +12,12 @@ follow, and this module exists to keep them in one place:
    eaten the signal it was waiting for.
 3. Trio allows one task in ``wait_readable`` per descriptor, so one waiting
    task owns the descriptor and the others park beside it; whoever wakes
-   wakes them all to re-check.
+   wakes them all to re-check.  Another task ends the owner's wait with
+   ``trio.lowlevel.notify_closing`` on the descriptor (the owner takes the
+   ``ClosedResourceError`` for a wake-up while the socket is open; Trio
+   registers the descriptor anew at the next wait), not by cancelling a
+   scope around the wait: entering and leaving a cancel scope cost ~3.7 us,
+   on every wait of every message (issue 28).
 
 Cancellation never loses or duplicates a message: a message is taken off
 the socket only by a call that then returns it, and a send either happens

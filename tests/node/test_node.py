@@ -587,6 +587,23 @@ async def test_a_message_over_max_message_size_raises_at_the_call_and_the_next_o
             assert kinds[0] == b"after" and kinds[-1] == b"shouted"
 
 
+async def test_a_whisper_of_frames_that_are_not_bytes_raises_and_sends_nothing() -> None:
+    """Checked before anything is sent, no number used (issue 28 made the check inline)."""
+    with trio.fail_after(30):
+        async with open_pair() as (a, b):
+            events = b.events()
+            peer = await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            sent_seq = a._peers[b.uuid].protocol.sent_seq
+            for bad in ("text", bytearray(b"x"), None):
+                with pytest.raises(TypeError, match="frames must be bytes"):
+                    await a.whisper(peer, b"ok", bad)  # type: ignore[arg-type]
+            assert a._peers[b.uuid].protocol.sent_seq == sent_seq
+            await a.whisper(peer, b"after")
+            got = await next_event(events, trizre.Whisper)
+            assert got.frames == (b"after",)
+
+
 async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whispers_raise() -> None:
     """b's libzmq drops a's connection (a frame over b's limit, not a's): a must learn.
 

@@ -522,3 +522,90 @@ async def test_a_router_gives_a_message_over_its_total_size_as_oversize_uncopied
     finally:
         router.close()
         dealer.close()
+
+
+async def test_a_wait_for_the_socket_opens_no_cancel_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: entering and leaving a cancel scope cost ~3.7 us, on every wait of a round trip.
+
+    A receive and a send that wait for the descriptor make none (a wake-up
+    from another task ends the wait through ``notify_closing``).
+    """
+    made: list[object] = []
+    real = trio.CancelScope
+
+    def counting(*args: Any, **kwargs: Any) -> trio.CancelScope:
+        scope = real(*args, **kwargs)
+        made.append(scope)
+        return scope
+
+    async with dealer_pair("inproc://no-scope", hwm=1) as (a, b):
+        filled = await _fill(b)
+        got: list[list[list[bytes]]] = []
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+
+                async def take() -> None:
+                    got.append(await b.receive_batch())  # nothing comes to b yet
+
+                async def put() -> None:
+                    await b.send([b"late"])  # b is full
+
+                monkeypatch.setattr(trio, "CancelScope", counting)
+                nursery.start_soon(take)
+                nursery.start_soon(put)
+                await trio.testing.wait_all_tasks_blocked()
+                monkeypatch.undo()
+                assert made == []
+                # Both still wake as they should: room for the sender, a message for the receiver.
+                for _ in range(filled):
+                    assert a.receive_nowait() == [b"fill"]
+                assert a.send_nowait([b"for b"])
+        assert got == [[[b"for b"]]]
+        assert await a.receive_batch() == [[b"late"]]
+
+
+async def test_a_woken_wait_waits_again_and_hears_the_next_message() -> None:
+    """A wake-up (interrupt) leaves the descriptor usable: the next wait still hears arrivals."""
+    async with dealer_pair("inproc://rewait", hwm=1000) as (a, b):
+        with trio.fail_after(10):
+            for i in range(200):
+                async with trio.open_nursery() as nursery:
+                    got: list[list[list[bytes]]] = []
+
+                    async def take(got: list[list[list[bytes]]]) -> None:
+                        got.append(await b.receive_batch())
+                        got.append(await b.receive_batch())
+
+                    nursery.start_soon(take, got)
+                    await trio.testing.wait_all_tasks_blocked()
+                    b.interrupt()  # the first wait ends with nothing
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert got == [[]]
+                    assert a.send_nowait([str(i).encode()])  # the second wait hears it
+                assert got == [[], [[str(i).encode()]]]
+
+
+async def test_a_wake_up_ends_only_its_own_sockets_wait() -> None:
+    """Waking one socket's waiter (notify_closing on its descriptor) leaves another's waiting."""
+    async with (
+        dealer_pair("inproc://own-a", hwm=10) as (a1, b1),
+        dealer_pair("inproc://own-b", hwm=10) as (a2, b2),
+    ):
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                got: dict[str, list[list[bytes]]] = {}
+
+                async def take(name: str, sock: ZSocket) -> None:
+                    got[name] = await sock.receive_batch()
+
+                nursery.start_soon(take, "one", b1)
+                nursery.start_soon(take, "two", b2)
+                await trio.testing.wait_all_tasks_blocked()
+                b1.interrupt()
+                await trio.testing.wait_all_tasks_blocked()
+                assert got == {"one": []}
+                assert not b2.closed and not b1.closed
+                assert a2.send_nowait([b"two"])
+            assert got == {"one": [], "two": [[b"two"]]}
+            assert a1.send_nowait([b"one"])
+            assert await b1.receive_batch() == [[b"one"]]

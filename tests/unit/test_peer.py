@@ -220,6 +220,31 @@ def test_the_shout_fast_path_does_what_the_decoder_does(head: bytes, content: li
     assert fast.presence.last_heard == slow.presence.last_heard
 
 
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    head=shout_heads | st.binary(max_size=12) | st.just(b"\xaa\xa1\x02\x02\x00\x02"),
+    content=st.lists(st.binary(max_size=4), max_size=3),
+    ready=st.booleans(),
+)
+def test_receive_data_is_receive_or_changes_nothing(
+    head: bytes, content: list[bytes], ready: bool
+) -> None:
+    """Issue 28: the fast path gives receive's one data event, or None and changes nothing."""
+    fast, slow = (entered(), entered()) if ready else (protocol(), protocol())
+    frames = [IDENTITY, head, *content]
+    before = (fast.in_seq, fast.ended, fast.presence.last_heard)
+    event = fast.receive_data(frames, 1.0)
+    if event is None:
+        assert (fast.in_seq, fast.ended, fast.presence.last_heard) == before
+        events = fast.receive(frames, 1.0)
+    else:
+        assert type(event) in (Whisper, Shout)
+        events = (event,)
+    assert events == slow.receive(frames, 1.0)
+    assert (fast.in_seq, fast.ended, fast.detail) == (slow.in_seq, slow.ended, slow.detail)
+    assert fast.presence.last_heard == slow.presence.last_heard
+
+
 @pytest.mark.parametrize("seq", [3, 1, 0, 65535])
 def test_a_gap_or_repeat_ends_the_peer(seq: int) -> None:
     peer = entered()

@@ -150,19 +150,22 @@ class InboxLead:
             self._release()
             raise
         queue.waker = None
+        now = trio.current_time()  # one clock read for the batch and the release
         try:
             # Closed meanwhile (the node is stopping, its reader gone): what
             # was read goes as what libzmq still holds at close does.
             if batch and not self.closed:
-                self._take(batch, trio.current_time())  # may hand over
+                self._take(batch, now)  # may hand over
         finally:
             if self._state == _DRIVER:
-                self._release()
+                self._release(now)
         return True
 
-    def _release(self) -> None:
+    def _release(self, now: float | None = None) -> None:
         self._state = _FREE
-        self._released = now = trio.current_time()
+        if now is None:
+            now = trio.current_time()
+        self._released = now
         if not self._may_drive():
             self._latch.wake()
         elif (park := self._park) is not None and park.deadline == math.inf:

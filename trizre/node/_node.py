@@ -370,8 +370,16 @@ class Node(NodeShell):
         is in ``docs/node.md`` (Send guarantee).
         """
         target = self._present(peer)
-        content = _frames(frames)
-        size = self._check_size(_WHISPER_HEAD, content)
+        # _frames and _check_size, inline (issue 28): frames is a tuple of
+        # the caller's arguments already, checked and measured in one pass.
+        content = frames
+        size = _WHISPER_HEAD
+        for frame in content:
+            if not isinstance(frame, bytes):
+                raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
+            size += len(frame)
+        if size > self._limits.message_size:
+            raise MessageTooLarge(size, self._limits.message_size)
         version = self._version
 
         def build(seq: int) -> list[bytes]:
@@ -387,7 +395,9 @@ class Node(NodeShell):
         else:
             sent.messages += 1
             sent.octets += size
-            if self._yield_due():
+            self._unyielded += 1  # _yield_due, inline
+            if self._unyielded >= _YIELD_EVERY:
+                self._unyielded = 0
                 await cancel_shielded_checkpoint()
         if self._tracer is not None:
             self._tracer.message(kinds.WHISPER_SENT, target.hex, seq)

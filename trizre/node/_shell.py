@@ -363,17 +363,18 @@ class NodeShell:
             if peer is None:
                 await self._greet(frames, now)
                 continue
-            protocol = peer.protocol
-            events = protocol.receive(frames, now)
-            # Nearly all traffic: a WHISPER or a SHOUT, subscribers with
-            # room: no coroutine and no action list (the core has
-            # nothing to add to them, and they queue no reply).
-            if len(events) == 1 and protocol.ended is None:
-                event = events[0]
-                if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
-                    if tracer is not None:
-                        self._trace(peer, event)
-                    continue
+            # Nearly all traffic: a WHISPER or a SHOUT in sequence,
+            # subscribers with room: no coroutine and no action list (the
+            # core has nothing to add to them, and they queue no reply).
+            event = peer.protocol.receive_data(frames, now)
+            if event is None:
+                events: Sequence[PeerEvent] = peer.protocol.receive(frames, now)
+            elif publish_nowait(event):
+                if tracer is not None:
+                    self._trace(peer, event)
+                continue
+            else:
+                events = (event,)  # a subscriber is full: published the slow way
             await self._after_receive(peer, frames, events)
 
     def _take(self, batch: list[list[bytes]], now: float) -> None:
@@ -393,14 +394,15 @@ class NodeShell:
             if peer is None:
                 backlog.extend(batch[i:])  # a stranger: the reader greets it
             else:
-                protocol = peer.protocol
-                events = protocol.receive(frames, now)
-                if len(events) == 1 and protocol.ended is None:
-                    event = events[0]
-                    if (type(event) is Whisper or type(event) is Shout) and publish_nowait(event):
-                        if tracer is not None:
-                            self._trace(peer, event)
-                        continue
+                event = peer.protocol.receive_data(frames, now)
+                if event is None:
+                    events: Sequence[PeerEvent] = peer.protocol.receive(frames, now)
+                elif publish_nowait(event):
+                    if tracer is not None:
+                        self._trace(peer, event)
+                    continue
+                else:
+                    events = (event,)
                 backlog.append((peer, frames, self._verdict(peer, events, now)))
                 backlog.extend(batch[i + 1 :])
             self._lead_of().hand_over()

@@ -137,3 +137,36 @@ class Stop:
 
 
 Event: TypeAlias = Enter | Exit | Join | Leave | Whisper | Shout | Evasive | Silent | Leader | Stop
+
+
+# Made for every message a node receives (issue 28): attrs' __init__ for a
+# frozen class sets each field through a bound object.__setattr__, ~310 ns
+# for a Whisper; the slots' own descriptors do it in ~200.  The same
+# objects (tests/unit/test_events.py checks the fields and the result).
+_new = object.__new__
+_whisper_peer = Whisper.__dict__["peer"].__set__
+_whisper_name = Whisper.__dict__["name"].__set__
+_whisper_frames = Whisper.__dict__["frames"].__set__
+_shout_peer = Shout.__dict__["peer"].__set__
+_shout_name = Shout.__dict__["name"].__set__
+_shout_group = Shout.__dict__["group"].__set__
+_shout_frames = Shout.__dict__["frames"].__set__
+
+
+def new_whisper(peer: uuid.UUID, name: str, frames: tuple[bytes, ...]) -> Whisper:
+    """``Whisper(peer, name, frames)``, made faster (the receive path's); no checks."""
+    event: Whisper = _new(Whisper)
+    _whisper_peer(event, peer)
+    _whisper_name(event, name)
+    _whisper_frames(event, frames)
+    return event
+
+
+def new_shout(peer: uuid.UUID, name: str, group: str, frames: tuple[bytes, ...]) -> Shout:
+    """``Shout(peer, name, group, frames)``, made faster (the receive path's); no checks."""
+    event: Shout = _new(Shout)
+    _shout_peer(event, peer)
+    _shout_name(event, name)
+    _shout_group(event, group)
+    _shout_frames(event, frames)
+    return event

@@ -76,7 +76,7 @@ import attrs
 from .. import wire
 from ..trace._contract import ExitReason
 from ..wire import OVERSIZE
-from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper
+from ._events import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, new_shout, new_whisper
 from ._presence import Deafness, Presence, PresenceAction
 
 __all__ = [
@@ -386,23 +386,37 @@ class PeerProtocol:
         raises for bytes input: a peer that misbehaves is ended or
         ignored, as the module docstring lists.
         """
+        event = self.receive_data(frames, now)
+        if event is not None:
+            return (event,)
         if len(frames) < 2:
             return _NOTHING
-        # A WHISPER or a SHOUT in sequence is nearly all the traffic: decide
-        # it from its header, without building a message object.
+        return self._receive(frames, now)
+
+    def receive_data(self, frames: Sequence[bytes], now: float) -> Whisper | Shout | None:
+        """:meth:`receive`'s fast path: the event of a WHISPER or SHOUT in sequence, else ``None``.
+
+        A WHISPER or a SHOUT in sequence is nearly all the traffic: it is
+        decided from its header, without building a message object or a
+        tuple of events, and it never ends the peer.  ``None``: the
+        message is anything else, and nothing changed; give it to
+        :meth:`receive`.  Never raises for bytes input.
+        """
+        if len(frames) < 2:
+            return None
         head = frames[1]
         group = None  # a WHISPER's
         seq = wire.whisper_sequence(head, self.version)
         if seq is None and (shout := wire.shout_header(head, self.version)) is not None:
             seq, group = shout
-        if seq is not None and self.ready and seq == (self.in_seq + 1) & 0xFFFF:
-            self.in_seq = seq
-            self._answering = False
-            self.presence.heard(now)
-            if group is None:
-                return (Whisper(self.uuid, self.name, tuple(frames[2:])),)
-            return (Shout(self.uuid, self.name, group, tuple(frames[2:])),)
-        return self._receive(frames, now)
+        if seq is None or not self.ready or seq != (self.in_seq + 1) & 0xFFFF:
+            return None
+        self.in_seq = seq
+        self._answering = False
+        self.presence.heard(now)
+        if group is None:
+            return new_whisper(self.uuid, self.name, tuple(frames[2:]))
+        return new_shout(self.uuid, self.name, group, tuple(frames[2:]))
 
     def _receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:
         head = frames[1]

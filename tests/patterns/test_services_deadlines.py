@@ -1,21 +1,26 @@
-"""One clock per reply router ends every request's attempts (issue 28).
+"""Services' per-request bookkeeping, made cheaper for issue 28, keeps its rules.
 
-The attempts' deadlines live in one heap watched by one task
+One clock per reply router ends every request's attempts: their
+deadlines live in one heap watched by one task
 (``ReplyRouter.run_clock``) instead of a ``trio.CancelScope`` per attempt;
 each attempt must still end at its own time, a held request must outlive
 its neighbours' deadlines, and the heap must stay bounded however many
-requests come and go.  Virtual time throughout.
+requests come and go.  Virtual time throughout.  The service client's
+cheaper first-attempt ranking must rank as the documented one.
 """
 
 from __future__ import annotations
+
+import random
 
 import pytest
 import trio
 import trio.testing
 
 import trizre
-from tests.support.patterns import reply_event, stub_clients
+from tests.support.patterns import StubNode, reply_event, stub_clients
 from trizre.patterns import RequestAbandoned, RetryPolicy, ServiceClient
+from trizre.patterns._common import ReplyRouter
 from trizre.patterns._protocol import Accepted, encode
 
 POLICY = RetryPolicy(attempt_timeout=1.0, attempts=2)
@@ -128,3 +133,30 @@ async def test_the_deadline_heap_stays_bounded(autojump_clock: trio.abc.Clock) -
         # were pruned, not kept until due.
         assert largest <= 2 * 8 + 64 + 1
         assert trio.current_time() < 60.0
+
+
+def test_the_first_attempts_ranking_is_the_documented_one() -> None:
+    """The fast ranking (nothing suspect, nothing tried) picks what the full one picks:
+    responsive first, then fewest in flight, then least recently used."""
+    rng = random.Random(28)
+    for _ in range(300):
+        node = StubNode()
+        workers = [node.add(f"w{i}", "echo") for i in range(rng.randint(1, 6))]
+        router = ReplyRouter(node)  # type: ignore[arg-type]
+        client = ServiceClient(router, POLICY)
+        for worker in workers:
+            if rng.random() < 0.3:
+                node.unresponsive.add(worker)
+            if load := rng.choice([0, 0, 1, 2, 3]):
+                router.load[worker] = load
+            if rng.random() < 0.7:
+                client._last_used[worker] = rng.randint(0, 4)
+        expected = min(
+            workers,
+            key=lambda w: (
+                w in node.unresponsive,
+                router.load.get(w, 0),
+                client._last_used.get(w, -1),
+            ),
+        )
+        assert client._choose("echo", router.open(rng.getrandbits(64), "echo")) == expected

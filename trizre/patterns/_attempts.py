@@ -7,7 +7,6 @@ ACCEPTED, refusals, abandonment) are the pure core's, ``_retry.py``.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
@@ -43,13 +42,13 @@ async def _attempt(
     router: ReplyRouter,
     pending: _Pending,
     message: list[bytes],
-    target: Callable[[], UUID | None],
+    target: Callable[[int, _Pending], UUID | None],
     retry: Retry,
 ) -> proto.Reply | None:
     """Send ``message`` to a live target and wait for its reply; None once the attempt ends.
 
     If the target exits or goes silent, or cannot be sent to, the request
-    goes at once to whatever ``target()`` names next (waiting for one to
+    goes at once to whatever ``target(attempt, pending)`` names next (waiting for one to
     appear).  ``retry`` (the pure rules) says when the attempt ends: held
     by a target that said ACCEPTED, then lost.  Only that deadline ends an
     attempt: the router's clock sets ``pending.expired`` (while waiting for
@@ -57,8 +56,9 @@ async def _attempt(
     or for room to send, which the clock cannot interrupt).
     """
     node = router.node
+    attempt = retry.attempt
     while True:
-        peer = target()
+        peer = target(attempt, pending)
         if peer is None:
             with trio.move_on_at(pending.deadline) as waited:
                 await router.membership_changed()
@@ -187,13 +187,7 @@ async def _request(
                 if attempt:
                     counts.retries += 1
                 router.set_deadline(pending, deadline)
-                reply = await _attempt(
-                    router,
-                    pending,
-                    message,
-                    functools.partial(target, attempt, pending),
-                    retry,
-                )
+                reply = await _attempt(router, pending, message, target, retry)
                 while reply is not None and reply.status == proto.Status.UNAVAILABLE:
                     # Refused (a passive Binary Star server): not executed.
                     counts.refused += 1

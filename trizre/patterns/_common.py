@@ -477,7 +477,13 @@ class ReplyRouter:
     def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
         self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
         pending = self._pending.get(reply.request_id)
-        if pending is None or pending.reply is not None or peer not in pending.sent_to:
+        if (
+            pending is None
+            or pending.reply is not None
+            # The current target's reply, by identity (the node hands out one
+            # UUID object per peer), saves a Python-level UUID hash.
+            or (peer is not pending.current and peer not in pending.sent_to)
+        ):
             self.dropped += 1
             log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)
             return

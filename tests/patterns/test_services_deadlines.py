@@ -160,3 +160,13 @@ def test_the_first_attempts_ranking_is_the_documented_one() -> None:
             ),
         )
         assert client._choose("echo", router.open(rng.getrandbits(64), "echo")) == expected
+
+
+def test_the_deadline_heap_stays_bounded_when_each_deadline_is_earlier() -> None:
+    """Deadlines that come ever earlier (mixed policies) are pruned too."""
+    router = ReplyRouter(object())  # type: ignore[arg-type]
+    for i in range(2_000):
+        pending = router.open(i)
+        router.set_deadline(pending, 10_000.0 - i)
+        router.close(i)
+        assert len(router._deadlines) <= 2 * 1 + 64 + 1  # one request open at a time

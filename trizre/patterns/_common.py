@@ -349,7 +349,7 @@ class ReplyRouter:
             self._clock_due = deadline
             if self._clock_scope is not None:
                 self._clock_scope.deadline = deadline
-        elif len(heap) > 2 * len(self._pending) + 64:
+        if len(heap) > 2 * len(self._pending) + 64:
             # Mostly entries of answered requests: drop them now, long before
             # they are due, so that the clock wakes only for live deadlines.
             heap[:] = [entry for entry in heap if entry[2].deadline == entry[0]]

@@ -166,7 +166,7 @@ async def _request(
     if request_id is None:
         request_id = new_request_id()
     # encode rejects frames that are not bytes (TypeError) before anything waits
-    message = proto.encode(proto.Request(request_id, service, tuple(frames)))
+    message = proto.encode_request(request_id, service, frames)
     async with router.in_flight:  # backpressure: at most max_in_flight at once
         pending = router.open(request_id, service)
         trace = None if router.node.tracer is None else _trace_observer(router.node)

@@ -43,6 +43,7 @@ __all__ = [
     "Status",
     "decode",
     "encode",
+    "encode_request",
 ]
 
 TAG: Final = b"TZRP"
@@ -154,10 +155,7 @@ def encode(message: PatternMessage) -> list[bytes]:
             raise ValueError(f"status must fit in 16 bits, got {message.status}")
         frames = [_header(_REPLY, message.request_id), _STATUS.pack(message.status)]
     elif isinstance(message, Request):
-        service = message.service.encode("utf-8")
-        if len(service) > 255:
-            raise ValueError(f"service name over 255 UTF-8 bytes: {message.service[:20]!r}...")
-        frames = [_header(_REQUEST, message.request_id), service]
+        return encode_request(message.request_id, message.service, message.body)
     elif isinstance(message, State):
         if not 0 <= message.state <= 255:
             raise ValueError(f"state must fit in one octet, got {message.state}")
@@ -169,6 +167,22 @@ def encode(message: PatternMessage) -> list[bytes]:
     else:
         raise TypeError(f"not a pattern message: {type(message).__name__}")
     body = message.body
+    for frame in body:
+        if not isinstance(frame, bytes):
+            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
+    frames.extend(body)
+    return frames
+
+
+def encode_request(request_id: int, service: str, body: Sequence[bytes]) -> list[bytes]:
+    """``encode(Request(request_id, service, tuple(body)))`` without the object.
+
+    For a client's every request.  Bad input raises as :func:`encode` does.
+    """
+    encoded = service.encode("utf-8")
+    if len(encoded) > 255:
+        raise ValueError(f"service name over 255 UTF-8 bytes: {service[:20]!r}...")
+    frames = [_header(_REQUEST, request_id), encoded]
     for frame in body:
         if not isinstance(frame, bytes):
             raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")

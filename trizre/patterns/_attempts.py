@@ -7,7 +7,6 @@ ACCEPTED, refusals, abandonment) are the pure core's, ``_retry.py``.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
@@ -39,31 +38,32 @@ from ._retry import (
 log = logging.getLogger("trizre.patterns")
 
 
-_Outcome = proto.Reply | None  # None: this attempt timed out or was refused
-
-
 async def _attempt(
     router: ReplyRouter,
     pending: _Pending,
     message: list[bytes],
-    target: Callable[[], UUID | None],
+    target: Callable[[int, _Pending], UUID | None],
     retry: Retry,
-    *,
-    timer: trio.CancelScope,
-) -> proto.Reply:
-    """Send ``message`` to a live target and wait for its reply.
+) -> proto.Reply | None:
+    """Send ``message`` to a live target and wait for its reply; None once the attempt ends.
 
     If the target exits or goes silent, or cannot be sent to, the request
-    goes at once to whatever ``target()`` names next (waiting for one to
-    appear).  ``retry`` (the pure rules) says how long ``timer``, the
-    attempt's scope, runs: held by a target that said ACCEPTED, then lost.
-    Only ``timer`` ends an attempt.
+    goes at once to whatever ``target(attempt, pending)`` names next (waiting for one to
+    appear).  ``retry`` (the pure rules) says when the attempt ends: held
+    by a target that said ACCEPTED, then lost.  Only that deadline ends an
+    attempt: the router's clock sets ``pending.expired`` (while waiting for
+    a reply), or a cancel scope at it does (the rarer waits for a target
+    or for room to send, which the clock cannot interrupt).
     """
     node = router.node
+    attempt = retry.attempt
     while True:
-        peer = target()
+        peer = target(attempt, pending)
         if peer is None:
-            await router.membership_changed()
+            with trio.move_on_at(pending.deadline) as waited:
+                await router.membership_changed()
+            if waited.cancelled_caught or pending.expired:
+                return None
             continue
         router.send_to(pending, peer)
         retry.sending()
@@ -71,21 +71,30 @@ async def _attempt(
             # Without a checkpoint when there is room, so that many requests
             # started together reach libzmq back to back.
             if not node.whisper_nowait(peer, *message):
-                await node.whisper(peer, *message)
+                with trio.move_on_at(pending.deadline) as waited:
+                    await node.whisper(peer, *message)
+                if waited.cancelled_caught:
+                    return None
         except NodeError as exc:
             log.debug("request could not go to %s: %s", peer, exc)
             pending.lost = True
             await checkpoint()  # never spin without a checkpoint
         else:
             retry.sent(peer)
-        while pending.reply is None and not pending.lost:
+        while pending.reply is None and not pending.lost and not pending.expired:
             if pending.accepted:
                 # Held by a live worker: its silence counts, not the time it takes.
-                timer.deadline = retry.accepted(trio.current_time())
+                router.set_deadline(pending, retry.accepted(trio.current_time()))
+                if pending.expired:
+                    break
             await pending.wait()
         if pending.reply is not None:
             return pending.reply
-        timer.deadline = retry.lost(trio.current_time())
+        if pending.expired:
+            return None
+        router.set_deadline(pending, retry.lost(trio.current_time()))
+        if pending.expired:
+            return None
 
 
 def _trace_observer(node: Node) -> Callable[[RetryDecision], None] | None:
@@ -157,7 +166,7 @@ async def _request(
     if request_id is None:
         request_id = new_request_id()
     # encode rejects frames that are not bytes (TypeError) before anything waits
-    message = proto.encode(proto.Request(request_id, service, tuple(frames)))
+    message = proto.encode_request(request_id, service, frames)
     async with router.in_flight:  # backpressure: at most max_in_flight at once
         pending = router.open(request_id, service)
         trace = None if router.node.tracer is None else _trace_observer(router.node)
@@ -172,39 +181,35 @@ async def _request(
         counts = router.stats.of(service)  # the client's statistics(), counted here
         counts.requests += 1
         try:
-            while (deadline := retry.next_attempt(trio.current_time())) is not None:
+            now = retry.started
+            while (deadline := retry.next_attempt(now)) is not None:
                 attempt = retry.attempt
                 if attempt:
                     counts.retries += 1
-                with trio.CancelScope(deadline=deadline) as scope:
-                    reply = await _attempt(
-                        router,
-                        pending,
-                        message,
-                        functools.partial(target, attempt, pending),
-                        retry,
-                        timer=scope,
-                    )
-                    while reply.status == proto.Status.UNAVAILABLE:
-                        # Refused (a passive Binary Star server): not executed.
-                        counts.refused += 1
-                        pending.reply = None
-                        if retry.refused():
-                            scope.cancel()  # move on at once: the next attempt goes elsewhere
-                        # Refused twice running (the pair is between states), or
-                        # the last attempt: wait it out; an answer to an earlier
-                        # attempt still counts if it comes.
-                        while pending.reply is None:
-                            await pending.wait()
-                        reply = pending.reply
-                    now = trio.current_time()
+                router.set_deadline(pending, deadline)
+                reply = await _attempt(router, pending, message, target, retry)
+                while reply is not None and reply.status == proto.Status.UNAVAILABLE:
+                    # Refused (a passive Binary Star server): not executed.
+                    counts.refused += 1
+                    pending.reply = None
+                    if retry.refused():
+                        reply = None  # move on at once: the next attempt goes elsewhere
+                        break
+                    # Refused twice running (the pair is between states), or
+                    # the last attempt: wait it out; an answer to an earlier
+                    # attempt still counts if it comes.
+                    while pending.reply is None and not pending.expired:
+                        await pending.wait()
+                    reply = pending.reply
+                now = trio.current_time()
+                if reply is not None:
                     retry.answered(reply.status, pending.replied_by, now)
                     ok = reply.status == proto.Status.OK
                     ClientStats.answered(counts, now - retry.started, ok)
                     if ok:
                         return reply.body
                     raise RemoteError(reply.status, reply.body)
-                if scope.cancelled_caught and retry.timed_out():
+                if retry.timed_out():
                     router.timed_out(pending)
                     log.debug(
                         "request %#x: attempt %d to %s timed out", request_id, attempt + 1, describe

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import logging
+import math
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final, final
 from uuid import UUID
 
+import trio
 from trio_util import RepeatedEvent
 
 from .. import EventStream, Exit, Leave, Node, Silent, Whisper
-from .._concurrency import Latch, Wakeup, checkpoint_if_cancelled
+from .._concurrency import Latch, Wakeup, checkpoint_if_cancelled, unwrap_single_exception_group
 from . import _protocol as proto
 from ._errors import PatternError
 from ._port import PatternPort, open_port
@@ -195,6 +199,8 @@ class _Pending:
         "_wakeup",
         "accepted",
         "current",
+        "deadline",
+        "expired",
         "loaded",
         "lost",
         "memo",
@@ -216,13 +222,17 @@ class _Pending:
         self.reply: proto.Reply | None = None
         self.lost = False  # the current target exited or went silent
         self.accepted = False  # the current target said ACCEPTED: it holds the request
+        # When the current attempt ends (ReplyRouter.set_deadline), and
+        # whether the router's clock found it passed.
+        self.deadline = math.inf
+        self.expired = False
         self._wakeup = Latch()
 
     def wake(self) -> None:
         self._wakeup.wake()
 
     async def wait(self) -> None:
-        """Wait for a reply or the loss of the current target."""
+        """Wait for a reply, the loss of the current target, or the end of the attempt."""
         # A latch (one waiter: the request's own task), not
         # trio_util.RepeatedEvent, whose wait() sees only sets made after it
         # is called: a wake() made while the task was elsewhere, say in
@@ -292,6 +302,14 @@ class ReplyRouter:
         self._membership = RepeatedEvent()
         self.stats = ClientStats()  # what the client's requests met (its statistics())
         self.port: PatternPort | None = None  # set by open_reply_router
+        # The attempts' deadlines, one heap for every request, watched by one
+        # task (run_clock): a trio.CancelScope per attempt cost more than the
+        # rest of a request's bookkeeping.  Entries are (deadline, tie, pending);
+        # one whose pending has another deadline since is stale, skipped.
+        self._deadlines: list[tuple[float, int, _Pending]] = []
+        self._ties = itertools.count()
+        self._clock_due = math.inf  # when run_clock wakes next
+        self._clock_scope: trio.CancelScope | None = None
 
     def open(self, request_id: int, service: str = "") -> _Pending:
         if request_id in self._pending:
@@ -305,9 +323,58 @@ class ReplyRouter:
     def close(self, request_id: int) -> None:
         pending = self._pending.pop(request_id, None)
         if pending is not None:
+            pending.deadline = math.inf  # its heap entries are stale now
             self._unload(pending)
             if self.port is not None:
                 self.port.release(request_id, self)
+
+    def set_deadline(self, pending: _Pending, deadline: float) -> None:
+        """The current attempt of ``pending`` ends at ``deadline`` (``math.inf``: never).
+
+        Once it passes, :meth:`run_clock` sets ``pending.expired`` and wakes
+        the request.  A new deadline clears ``expired``; the same one again
+        changes nothing.  The heap holds at most about twice as many
+        entries as requests are pending (stale entries are pruned): bounded
+        memory however many requests come and go.
+        """
+        if deadline == pending.deadline:
+            return
+        pending.deadline = deadline
+        pending.expired = False
+        if deadline == math.inf:
+            return  # its earlier entry, if any, is stale now
+        heap = self._deadlines
+        heapq.heappush(heap, (deadline, next(self._ties), pending))
+        if deadline < self._clock_due:
+            self._clock_due = deadline
+            if self._clock_scope is not None:
+                self._clock_scope.deadline = deadline
+        if len(heap) > 2 * len(self._pending) + 64:
+            # Mostly entries of answered requests: drop them now, long before
+            # they are due, so that the clock wakes only for live deadlines.
+            heap[:] = [entry for entry in heap if entry[2].deadline == entry[0]]
+            heapq.heapify(heap)
+
+    async def run_clock(self) -> None:
+        """End each attempt at its deadline (:meth:`set_deadline`); runs until cancelled.
+
+        :func:`open_reply_router` runs it for the router's life.  The
+        attempts it ends wake with ``expired`` set; their requests decide
+        what follows (``_attempts._request``).
+        """
+        heap = self._deadlines
+        while True:
+            now = trio.current_time()
+            while heap and heap[0][0] <= now:
+                deadline, _, pending = heapq.heappop(heap)
+                if pending.deadline == deadline and not pending.expired:
+                    pending.expired = True
+                    pending.wake()
+            self._clock_due = heap[0][0] if heap else math.inf
+            with trio.CancelScope(deadline=self._clock_due) as scope:
+                self._clock_scope = scope
+                await trio.sleep_forever()
+            self._clock_scope = None
 
     def send_to(self, pending: _Pending, peer: UUID) -> None:
         """Record that ``pending`` is about to go to ``peer``."""
@@ -344,19 +411,26 @@ class ReplyRouter:
 
         :func:`open_reply_router` does not use it: there the node's
         :class:`~trizre.patterns._port.PatternPort` decodes once and calls
-        :meth:`on_message` and :meth:`on_event`.
+        :meth:`on_message` and :meth:`on_event`.  It runs :meth:`run_clock`
+        beside, until the events end.
         """
-        async for event in events:
-            if isinstance(event, Whisper):
-                try:
-                    message = proto.decode(event.frames)
-                except proto.PatternDecodeError as exc:
-                    log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
-                    continue
-                if isinstance(message, proto.Reply | proto.Accepted):
-                    self.on_message(event.peer, message)
-                continue
-            self.on_event(event)
+        with unwrap_single_exception_group():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.run_clock)
+                async for event in events:
+                    if isinstance(event, Whisper):
+                        try:
+                            message = proto.decode(event.frames)
+                        except proto.PatternDecodeError as exc:
+                            log.debug(
+                                "dropping malformed pattern traffic from %s: %s", event.peer, exc
+                            )
+                            continue
+                        if isinstance(message, proto.Reply | proto.Accepted):
+                            self.on_message(event.peer, message)
+                        continue
+                    self.on_event(event)
+                nursery.cancel_scope.cancel()
 
     def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
         """A REPLY or ACCEPTED from ``peer``: to the request waiting for it, or dropped."""
@@ -403,7 +477,13 @@ class ReplyRouter:
     def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
         self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
         pending = self._pending.get(reply.request_id)
-        if pending is None or pending.reply is not None or peer not in pending.sent_to:
+        if (
+            pending is None
+            or pending.reply is not None
+            # The current target's reply, by identity (the node hands out one
+            # UUID object per peer), saves a Python-level UUID hash.
+            or (peer is not pending.current and peer not in pending.sent_to)
+        ):
             self.dropped += 1
             log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)
             return
@@ -421,7 +501,13 @@ async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncItera
         router.port = port
         port.add_router(router)
         try:
-            yield router
+            with unwrap_single_exception_group():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(router.run_clock)
+                    try:
+                        yield router
+                    finally:
+                        nursery.cancel_scope.cancel()
         finally:
             port.remove_router(router)
             router.port = None

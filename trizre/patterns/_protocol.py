@@ -43,6 +43,7 @@ __all__ = [
     "Status",
     "decode",
     "encode",
+    "encode_request",
 ]
 
 TAG: Final = b"TZRP"
@@ -127,8 +128,16 @@ class Accepted:
 
 PatternMessage: TypeAlias = Request | Reply | State | Accepted
 
+# The command octets as plain ints: an IntEnum member costs an attribute
+# lookup on its class, several per message on the request path.
+_REQUEST: Final = int(Command.REQUEST)
+_REPLY: Final = int(Command.REPLY)
+_STATE: Final = int(Command.STATE)
+_ACCEPTED: Final = int(Command.ACCEPTED)
+_HEADER_SIZE: Final = _HEADER.size
 
-def _header(command: Command, request_id: int) -> bytes:
+
+def _header(command: int, request_id: int) -> bytes:
     if not 0 <= request_id <= MAX_REQUEST_ID:
         raise ValueError(f"request_id must fit in 64 bits, got {request_id}")
     return _HEADER.pack(TAG, VERSION, command, request_id)
@@ -141,29 +150,43 @@ def encode(message: PatternMessage) -> list[bytes]:
     service name over 255 UTF-8 bytes, a status outside 0..65535, a state
     outside 0..255) or ``TypeError`` (body frames that are not bytes).
     """
-    if isinstance(message, Request):
-        service = message.service.encode("utf-8")
-        if len(service) > 255:
-            raise ValueError(f"service name over 255 UTF-8 bytes: {message.service[:20]!r}...")
-        frames = [_header(Command.REQUEST, message.request_id), service]
-    elif isinstance(message, Reply):
+    if isinstance(message, Reply):  # the commonest, from every server
         if not 0 <= message.status <= 0xFFFF:
             raise ValueError(f"status must fit in 16 bits, got {message.status}")
-        frames = [_header(Command.REPLY, message.request_id), _STATUS.pack(message.status)]
+        frames = [_header(_REPLY, message.request_id), _STATUS.pack(message.status)]
+    elif isinstance(message, Request):
+        return encode_request(message.request_id, message.service, message.body)
     elif isinstance(message, State):
         if not 0 <= message.state <= 255:
             raise ValueError(f"state must fit in one octet, got {message.state}")
         if not 0 <= message.seen <= MAX_REQUEST_ID:
             raise ValueError(f"seen must fit in 64 bits, got {message.seen}")
-        return [_header(Command.STATE, message.seen), bytes([message.state])]
+        return [_header(_STATE, message.seen), bytes([message.state])]
     elif isinstance(message, Accepted):
-        return [_header(Command.ACCEPTED, message.request_id)]
+        return [_header(_ACCEPTED, message.request_id)]
     else:
         raise TypeError(f"not a pattern message: {type(message).__name__}")
-    for frame in message.body:
+    body = message.body
+    for frame in body:
         if not isinstance(frame, bytes):
             raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
-    frames.extend(message.body)
+    frames.extend(body)
+    return frames
+
+
+def encode_request(request_id: int, service: str, body: Sequence[bytes]) -> list[bytes]:
+    """``encode(Request(request_id, service, tuple(body)))`` without the object.
+
+    For a client's every request.  Bad input raises as :func:`encode` does.
+    """
+    encoded = service.encode("utf-8")
+    if len(encoded) > 255:
+        raise ValueError(f"service name over 255 UTF-8 bytes: {service[:20]!r}...")
+    frames = [_header(_REQUEST, request_id), encoded]
+    for frame in body:
+        if not isinstance(frame, bytes):
+            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
+    frames.extend(body)
     return frames
 
 
@@ -179,15 +202,20 @@ def decode(frames: Sequence[bytes]) -> PatternMessage | None:
     malformed: a short header, another version, an unknown command,
     missing or oversize fields, or invalid UTF-8.
     """
-    if not is_pattern_traffic(frames):
+    # is_pattern_traffic, inline: this runs for every WHISPER a pattern reads.
+    if not frames or not (head := frames[0]).startswith(TAG):
         return None
-    head = frames[0]
-    if len(head) != _HEADER.size:
-        raise PatternDecodeError(f"header must be {_HEADER.size} octets, got {len(head)}")
+    if len(head) != _HEADER_SIZE:
+        raise PatternDecodeError(f"header must be {_HEADER_SIZE} octets, got {len(head)}")
     _, version, command, request_id = _HEADER.unpack(head)
     if version != VERSION:
         raise PatternDecodeError(f"pattern version {version}, this side speaks {VERSION}")
-    if command == Command.REQUEST:
+    if command == _REPLY:
+        if len(frames) < 2 or len(frames[1]) != 2:
+            raise PatternDecodeError("REPLY needs a 2-octet status frame")
+        status = frames[1]
+        return Reply(request_id, (status[0] << 8) | status[1], tuple(frames[2:]))
+    if command == _REQUEST:
         if len(frames) < 2:
             raise PatternDecodeError("REQUEST without a service frame")
         raw = frames[1]
@@ -198,16 +226,11 @@ def decode(frames: Sequence[bytes]) -> PatternMessage | None:
         except UnicodeDecodeError as exc:
             raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None
         return Request(request_id, service, tuple(frames[2:]))
-    if command == Command.REPLY:
-        if len(frames) < 2 or len(frames[1]) != _STATUS.size:
-            raise PatternDecodeError("REPLY needs a 2-octet status frame")
-        (status,) = _STATUS.unpack(frames[1])
-        return Reply(request_id, status, tuple(frames[2:]))
-    if command == Command.STATE:
+    if command == _STATE:
         if len(frames) != 2 or len(frames[1]) != 1:
             raise PatternDecodeError("STATE carries exactly one 1-octet frame")
         return State(frames[1][0], seen=request_id)
-    if command == Command.ACCEPTED:
+    if command == _ACCEPTED:
         if len(frames) != 1:
             raise PatternDecodeError("ACCEPTED is the header alone")
         return Accepted(request_id)

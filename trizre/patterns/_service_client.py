@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import Any, Final, final
 from uuid import UUID
 
 from .. import Node
@@ -22,6 +22,12 @@ from ._common import (
     open_reply_router,
 )
 from ._server import check_service_name
+
+# Ranks an unresponsive worker after any responsive one: above any load
+# (a count of requests in flight, bounded by max_in_flight).
+_UNRESPONSIVE: Final = 1 << 62
+
+_MAX_CHECKED: Final = 1024  # service names remembered as valid, at most
 
 
 @final
@@ -47,6 +53,7 @@ class ServiceClient:
         self.policy = policy
         self._last_used: dict[UUID, int] = {}
         self._uses = 0
+        self._checked: set[str] = set()  # service names found valid (bounded)
 
     def workers(self, service: str) -> list[UUID]:
         """The peers currently offering ``service`` (members of its group)."""
@@ -69,23 +76,43 @@ class ServiceClient:
         if not workers:
             return None
         router = self._router
-        # The ranking of the class docstring, one tuple per worker.  It runs
-        # for every request, and each lookup by UUID costs a Python-level
-        # hash: maps that are usually empty (suspicion, tried) are skipped.
+        # The ranking of the class docstring.  It runs for every request, and
+        # each lookup by UUID costs a Python-level hash: maps that are
+        # usually empty (suspicion, tried) are skipped.
         suspicion, tried = router.suspicion, pending.sent_to
         load, last_used = router.load, self._last_used
         responsive = node.peer_is_responsive
-        choice, best = workers[0], None
-        for worker in workers:
-            rank = (
-                suspicion.get(worker, 0) if suspicion else 0,
-                not responsive(worker),
-                worker in tried if tried else False,
-                load.get(worker, 0),
-                last_used.get(worker, -1),
-            )
-            if best is None or rank < best:
-                choice, best = worker, rank
+        choice = workers[0]
+        if suspicion or tried:
+            best: tuple[int, bool, bool, int, int] | None = None
+            for worker in workers:
+                rank = (
+                    suspicion.get(worker, 0),
+                    not responsive(worker),
+                    worker in tried,
+                    load.get(worker, 0),
+                    last_used.get(worker, -1),
+                )
+                if best is None or rank < best:
+                    choice, best = worker, rank
+        else:
+            # The common case (nothing suspect, a first attempt): the same
+            # ranking as one int, unresponsive above any load, and the last
+            # use looked up only to break a tie.
+            least = -1
+            choice_used: int | None = None
+            for worker in workers:
+                key = load.get(worker, 0)
+                if not responsive(worker):
+                    key += _UNRESPONSIVE
+                if least < 0 or key < least:
+                    choice, least, choice_used = worker, key, None
+                elif key == least:
+                    if choice_used is None:
+                        choice_used = last_used.get(choice, -1)
+                    used = last_used.get(worker, -1)
+                    if used < choice_used:
+                        choice, choice_used = worker, used
         self._uses += 1
         self._last_used[choice] = self._uses
         if (tracer := node.tracer) is not None:
@@ -131,7 +158,11 @@ class ServiceClient:
         if service.startswith("mmi."):
             status = self.mmi(service, *frames)
             return (str(status).encode(),)
-        check_service_name(service)
+        if service not in self._checked:  # checked once, not per request
+            check_service_name(service)
+            if len(self._checked) >= _MAX_CHECKED:
+                self._checked.clear()
+            self._checked.add(service)
         return await _request(
             self._router,
             frames,

@@ -355,27 +355,33 @@ class NodeShell:
     async def _handle(self, batch: list[list[bytes]]) -> None:
         """The reader's handling of a batch, in order, waiting where it must."""
         by_route = self._core.by_route
-        publish_nowait = self._fanout.publish_nowait
-        tracer = self._tracer
+        receive = self._receive
         now = trio.current_time()  # one clock read per batch
         for frames in batch:
             peer = by_route.get(frames[0])
             if peer is None:
                 await self._greet(frames, now)
-                continue
-            # Nearly all traffic: a WHISPER or a SHOUT in sequence,
-            # subscribers with room: no coroutine and no action list (the
-            # core has nothing to add to them, and they queue no reply).
-            event = peer.protocol.receive_data(frames, now)
-            if event is None:
-                events: Sequence[PeerEvent] = peer.protocol.receive(frames, now)
-            elif publish_nowait(event):
-                if tracer is not None:
-                    self._trace(peer, event)
-                continue
-            else:
-                events = (event,)  # a subscriber is full: published the slow way
-            await self._after_receive(peer, frames, events)
+            elif (events := receive(peer, frames, now)) is not None:
+                await self._after_receive(peer, frames, events)
+
+    def _receive(
+        self, peer: PeerSession, frames: list[bytes], now: float
+    ) -> Sequence[PeerEvent] | None:
+        """The peer's protocol on one message; ``None`` once it is published already.
+
+        Nearly all traffic is a WHISPER or a SHOUT in sequence with
+        subscribers that have room: published here, with no coroutine and
+        no action list (the core has nothing to add to them, and they queue
+        no reply).  Anything else comes back as events for the core.
+        """
+        event = peer.protocol.receive_data(frames, now)
+        if event is None:
+            return peer.protocol.receive(frames, now)
+        if self._fanout.publish_nowait(event):
+            if self._tracer is not None:
+                self._trace(peer, event)
+            return None
+        return (event,)  # a subscriber is full: published the slow way
 
     def _take(self, batch: list[list[bytes]], now: float) -> None:
         """A leading subscriber's handling of a batch it read: what needs no waiting.
@@ -386,23 +392,16 @@ class NodeShell:
         the batch go to the reader with the lead.
         """
         by_route = self._core.by_route
-        publish_nowait = self._fanout.publish_nowait
-        tracer = self._tracer
+        receive = self._receive
         for i, frames in enumerate(batch):
             peer = by_route.get(frames[0])
             backlog = self._backlog
             if peer is None:
                 backlog.extend(batch[i:])  # a stranger: the reader greets it
             else:
-                event = peer.protocol.receive_data(frames, now)
-                if event is None:
-                    events: Sequence[PeerEvent] = peer.protocol.receive(frames, now)
-                elif publish_nowait(event):
-                    if tracer is not None:
-                        self._trace(peer, event)
+                events = receive(peer, frames, now)
+                if events is None:
                     continue
-                else:
-                    events = (event,)
                 backlog.append((peer, frames, self._verdict(peer, events, now)))
                 backlog.extend(batch[i + 1 :])
             self._lead_of().hand_over()

@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.chaos_role import NODE_OPTIONS  # noqa: E402
 from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
+from tests.support.netns import destroy_namespaces  # noqa: E402
 from trizre.audit import _java  # noqa: E402
 from trizre.patterns import TitanicStoreDamaged  # noqa: E402
 from trizre.patterns._titanic import _Store  # noqa: E402
@@ -249,14 +250,7 @@ class Network:
             except subprocess.TimeoutExpired:
                 self.switch.kill()
                 self.switch.wait()
-        for ns in reversed(self.created):
-            pids = subprocess.run(
-                ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
-            ).stdout.split()
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            _ip("netns", "del", ns, check=False)
+        destroy_namespaces(list(reversed(self.created)))
         self.created.clear()
 
 

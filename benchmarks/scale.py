@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.scale_process import BSTAR_HEARTBEAT  # noqa: E402
 from benchmarks.spark_cluster import spark_env  # noqa: E402
+from tests.support.netns import open_lo_namespace  # noqa: E402
 from trizre.audit import _java  # noqa: E402
 
 PROCESS = ROOT / "benchmarks" / "scale_process.py"
@@ -344,8 +345,8 @@ def main() -> int:
         "seed": seed,
         "cores": os.cpu_count(),
     }
-    subprocess.run(["ip", "netns", "add", namespace], check=True)
-    subprocess.run(["ip", "-n", namespace, "link", "set", "lo", "up"], check=True)
+    stack = contextlib.ExitStack()
+    stack.enter_context(open_lo_namespace(namespace))  # left last, after the processes
     run = Run(args, out, namespace)
     down: set[int] = set()
 
@@ -434,12 +435,7 @@ def main() -> int:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        for left in subprocess.run(
-            ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=False
-        ).stdout.split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(left), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", namespace], check=False)
+        stack.close()
     # Verdict.
     audit = subprocess.run(
         [sys.executable, "-m", "trizre.audit", str(out / "traces"), "--out", str(out / "report"),

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,13 @@ from benchmarks.scale import (  # noqa: E402
     rss_mb,
     spread,
 )
-from tests.support.netns import Agent, Namespace, netns_available, open_netns_pair  # noqa: E402
+from tests.support.netns import (  # noqa: E402
+    Agent,
+    Namespace,
+    netns_available,
+    open_lo_namespace,
+    open_netns_pair,
+)
 
 SETTLE = 5.0  # after the mesh, before the idle window: handshakes and GC done
 ZYRE_FDS_PER_LINK = 3  # its DEALER (TCP and mailbox) and the accepted connection
@@ -80,21 +86,9 @@ def _links(layout: list[int]) -> tuple[int, int]:
     return n * (n - 1), sum(k * (k - 1) for k in layout)
 
 
-@contextlib.contextmanager
-def _namespace() -> Iterator[str]:
+def _namespace() -> contextlib.AbstractContextManager[str]:
     """A namespace with only ``lo`` up; every process in it is killed on the way out."""
-    name = f"tzc{os.getpid() % 100000}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        for left in subprocess.run(
-            ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
-        ).stdout.split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(left), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", name], check=False)
+    return open_lo_namespace(f"tzc{os.getpid() % 100000}")
 
 
 def memory_check(

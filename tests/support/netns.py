@@ -170,6 +170,27 @@ def open_netns_pair() -> Iterator[NetnsPair]:
         _destroy(created)
 
 
+def destroy_namespaces(names: Sequence[str]) -> None:
+    """Kill every process left inside ``names``, then delete them (missing ones too)."""
+    _destroy(names)
+
+
+@contextlib.contextmanager
+def open_lo_namespace(name: str) -> Iterator[str]:
+    """A fresh namespace ``name`` with only ``lo``, up; destroyed on the way out.
+
+    For runs that keep all their traffic on one namespace's loopback
+    (``make scale``, the cost curve): whatever is still running inside is
+    killed first, whatever happened.
+    """
+    _run_ip("netns", "add", name)
+    try:
+        _run_ip("-n", name, "link", "set", "lo", "up")
+        yield name
+    finally:
+        _destroy([name])
+
+
 @pytest.fixture
 def netns_pair() -> Iterator[NetnsPair]:
     """A :class:`NetnsPair`; the test is skipped when namespaces are unavailable.

@@ -6,7 +6,9 @@ failed receive, reading ``EVENTS``) may consume that signal.  Three rules
 follow, and this module exists to keep them in one place:
 
 1. Before waiting on the descriptor, read ``EVENTS``: the condition may
-   already hold and no further signal would come.
+   already hold and no further signal would come.  (Or know its answer:
+   an ``EVENTS`` that said not readable, with no zmq call on the socket
+   since, serves; see :meth:`ZSocket.receive_batch`.)
 2. After every zmq call, if another task is waiting on this socket, read
    ``EVENTS`` and wake it when its condition now holds: our call may have
    eaten the signal it was waiting for.

@@ -609,3 +609,113 @@ async def test_a_wake_up_ends_only_its_own_sockets_wait() -> None:
             assert got == {"one": [], "two": [[b"two"]]}
             assert a1.send_nowait([b"one"])
             assert await b1.receive_batch() == [[b"one"]]
+
+
+@contextmanager
+def _counting_events(
+    monkeypatch: pytest.MonkeyPatch, target: zmq.Socket[Any]
+) -> Iterator[list[int]]:
+    """Count ``EVENTS`` reads on ``target`` by the module's hot path (the spin's, _wait's too)."""
+    calls: list[int] = []
+    real = _zsock._backend_get
+
+    def get(zsock: zmq.Socket[Any], option: int) -> int:
+        if zsock is target:
+            calls.append(option)
+        return real(zsock, option)
+
+    monkeypatch.setattr(_zsock, "_backend_get", get)
+    yield calls
+
+
+async def _one_woken_receive(a: ZSocket, b: ZSocket, payload: bytes) -> list[list[bytes]]:
+    got: list[list[list[bytes]]] = []
+    async with trio.open_nursery() as nursery:
+
+        async def take() -> None:
+            got.append(await b.receive_batch())
+
+        nursery.start_soon(take)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not got  # it waits on the descriptor
+        assert a.send_nowait([payload])
+    return got[0]
+
+
+async def test_a_round_trips_receive_asks_events_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a receive that waits for one message reads ``EVENTS`` once, not three times.
+
+    Each read is a Python enum in pyzmq and a poll and a getpid syscall in
+    libzmq.  The read after the message stays (it says whether more are
+    ready, and that the descriptor will signal the next); the one before
+    the wait is that same answer, no zmq call since; the one after the
+    wake-up is a guess that a message came (a wrong guess costs an Again).
+    """
+    async with dealer_pair("inproc://events-once", hwm=1000) as (a, b):
+        raw = b.zmq_socket  # taken before: handing it out counts as a call on it
+        with trio.fail_after(5):
+            assert await _one_woken_receive(a, b, b"first") == [[b"first"]]
+            with _counting_events(monkeypatch, raw) as calls:
+                assert await _one_woken_receive(a, b, b"second") == [[b"second"]]
+            assert calls == [zmq.EVENTS]
+
+
+async def test_a_message_between_receives_is_heard_without_asking_events() -> None:
+    """The skipped ``EVENTS`` before a wait: a message that came meanwhile signalled the FD."""
+    async with dealer_pair("inproc://between", hwm=1000) as (a, b):
+        with trio.fail_after(5):
+            for i in range(50):
+                assert await _one_woken_receive(a, b, b"w%d" % i) == [[b"w%d" % i]]
+                assert a.send_nowait([b"m%d" % i])  # arrives before the next call
+                await trio.testing.wait_all_tasks_blocked()
+                assert await b.receive_batch() == [[b"m%d" % i]]
+
+
+@pytest.mark.parametrize("call", ["send", "raw", "receive_nowait"])
+async def test_a_zmq_call_between_receives_makes_the_next_ask_events(call: str) -> None:
+    """Any zmq call on the socket between two receives may take the descriptor's signal.
+
+    The next receive must then ask ``EVENTS`` before it waits (Rule 1):
+    else it would sleep with the message queued.
+    """
+    async with dealer_pair(f"inproc://between-call-{call}", hwm=1000) as (a, b):
+        with trio.fail_after(5):
+            for i in range(20):
+                assert await _one_woken_receive(a, b, b"w") == [[b"w"]]
+                assert a.send_nowait([b"m%d" % i])
+                await trio.testing.wait_all_tasks_blocked()
+                # The call processes libzmq's commands: the arrival's signal is spent.
+                if call == "send":
+                    assert b.send_nowait([b"to a"])
+                    assert a.receive_nowait() == [b"to a"]
+                elif call == "raw":
+                    b.zmq_socket.getsockopt(zmq.EVENTS)
+                else:
+                    assert b.receive_nowait() == [b"m%d" % i]
+                    assert a.send_nowait([b"m%d" % i])  # another one, after the call
+                    b.zmq_socket.getsockopt(zmq.EVENTS)
+                with trio.move_on_after(1) as scope:
+                    got = await b.receive_batch()
+                assert not scope.cancelled_caught, "a queued message was not heard"
+                assert got == [[b"m%d" % i]]
+
+
+async def test_a_wake_up_without_a_message_waits_again() -> None:
+    """The guess after a wake-up is wrong when the FD spoke for room to send: no empty batch."""
+    async with dealer_pair("inproc://room-wake", hwm=1) as (a, b):
+        filled = await _fill(b)
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                got: list[list[list[bytes]]] = []
+
+                async def take() -> None:
+                    got.append(await b.receive_batch())
+
+                nursery.start_soon(take)
+                await trio.testing.wait_all_tasks_blocked()
+                for _ in range(filled):  # b gets room: its descriptor signals, no message
+                    assert a.receive_nowait() == [b"fill"]
+                await trio.testing.wait_all_tasks_blocked()
+                assert not got  # it waits again, rather than return nothing
+                assert a.send_nowait([b"late"])
+            assert got == [[[b"late"]]]

@@ -6,7 +6,9 @@ failed receive, reading ``EVENTS``) may consume that signal.  Three rules
 follow, and this module exists to keep them in one place:
 
 1. Before waiting on the descriptor, read ``EVENTS``: the condition may
-   already hold and no further signal would come.
+   already hold and no further signal would come.  (Or know its answer:
+   an ``EVENTS`` that said not readable, with no zmq call on the socket
+   since, serves; see :meth:`ZSocket.receive_batch`.)
 2. After every zmq call, if another task is waiting on this socket, read
    ``EVENTS`` and wake it when its condition now holds: our call may have
    eaten the signal it was waiting for.
@@ -187,6 +189,7 @@ class ZSocket:
         "_tag_user_id",
         "_turn",
         "_turns_seen",
+        "_unready",
         "_want",
         "_zsock",
         "busy_poll_hits",
@@ -247,6 +250,9 @@ class ZSocket:
         self.received_bytes = 0
         self._busy_poll = busy_poll
         self._poll_armed = False  # a message was just received: poll before parking
+        # The last zmq call on this socket was receive_batch's EVENTS, which
+        # said not readable: Rule 1 is served for the next wait (see there).
+        self._unready = False
         self.busy_polls = 0
         self.busy_poll_hits = 0
 
@@ -262,6 +268,7 @@ class ZSocket:
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
         """The wrapped socket, for options and bind/connect (not for I/O)."""
+        self._unready = False  # any call on it may take the descriptor's signal
         return self._zsock
 
     @property
@@ -279,6 +286,7 @@ class ZSocket:
         await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             self._check_open()
+            self._unready = False
             try:
                 frames: list[bytes] = self._zsock.recv_multipart(_NOBLOCK)
             except zmq.Again:
@@ -325,6 +333,7 @@ class ZSocket:
         tag = self._tag_user_id
         limit = self._max_size
         waited = False
+        woken = False  # the descriptor just woke this call: a message is likely
         while True:
             if self._closed:
                 self._check_open()  # raises
@@ -333,8 +342,21 @@ class ZSocket:
             # Ask EVENTS rather than let recv raise Again (pyzmq builds that
             # exception in Python): before the first message, and after it,
             # which is where a round trip's one-message batch ends.  In a
-            # flood the batch runs on until Again or max_messages.
-            events = get(zsock, _EVENTS)
+            # flood the batch runs on until Again or max_messages.  Not
+            # asked (each EVENTS is a Python enum and libzmq's poll and
+            # getpid syscalls, issue 28) when the answer is known: right
+            # after the descriptor woke us, a message is all but certain
+            # (a wrong guess costs one Again, then EVENTS is asked); and
+            # when the previous call's last EVENTS said not readable with
+            # no zmq call on this socket since, the descriptor will signal
+            # the next message, as Rule 1 needs.
+            if woken:
+                events = _POLLIN
+            elif self._unready:
+                events = 0
+            else:
+                events = get(zsock, _EVENTS)
+            self._unready = False
             if events & _POLLIN:
                 try:
                     while True:
@@ -370,15 +392,22 @@ class ZSocket:
                         if len(batch) >= max_messages:
                             break
                         if len(batch) == 1 and not get(zsock, _EVENTS) & _POLLIN:
+                            self._unready = True  # unless a call follows (below)
                             break
                 except zmq.Again:
                     pass
+            if woken and not batch:
+                woken = False  # a wake-up without a message: ask EVENTS afresh
+                continue
+            woken = False
             if batch:
                 self.received_messages += len(batch)
                 self.received_bytes += octets
                 if self._busy_poll:
                     self._poll_armed = True
-                self._after_op()
+                if self._want[_POLLIN] or self._want[_POLLOUT]:
+                    self._unready = False  # _after_op asks EVENTS
+                    self._after_op()
                 # Waiting was this call's schedule point; a second one would
                 # cost a trip through the run queue on every wake-up, which
                 # is what a round trip is made of.
@@ -399,10 +428,12 @@ class ZSocket:
                 await self._wait(_POLLIN)
             else:
                 # Nothing taken and nobody else waiting: the EVENTS just read
-                # serves Rule 1 (a second read costs libzmq a poll() syscall).
-                # A recv ran since only if it said POLLIN: _wait then retries.
+                # (or known) serves Rule 1 (a second read costs libzmq a
+                # poll() syscall).  A recv ran since only if it said POLLIN:
+                # _wait then retries.
                 await self._wait(_POLLIN, events)
             waited = True
+            woken = not self._interrupted
 
     async def _busy_poll_once(self) -> None:
         """Wait for the run to be idle, then spin on ``EVENTS`` until a message or the budget.
@@ -427,6 +458,7 @@ class ZSocket:
             # pop: two tasks receiving on one socket may both be polling.
             spinner.waiting.pop(self, None)
         self._check_open()
+        self._unready = False
         get = _backend_get
         if get(self._zsock, _EVENTS) & _POLLIN:
             self.busy_poll_hits += 1
@@ -435,6 +467,8 @@ class ZSocket:
             return  # the run stayed busy, or another socket's spin polled ours
         spinner.generation += 1
         others = [sock._zsock for sock in spinner.waiting if not sock._closed]
+        for sock in spinner.waiting:
+            sock._unready = False  # the spin asks their EVENTS too
         mine = self._zsock
         clock = _spin_clock
         until = clock() + budget
@@ -472,6 +506,7 @@ class ZSocket:
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""
         self._check_open()
+        self._unready = False
         try:
             frames: list[bytes] = self._zsock.recv_multipart(_NOBLOCK)
         except zmq.Again:
@@ -621,6 +656,7 @@ class ZSocket:
     def _send(self, frames: Sequence[bytes]) -> bool:
         if not frames:
             raise ValueError("a zmq message needs at least one frame")
+        self._unready = False
         zsock, zsend = self._zsock, _backend_send  # skip pyzmq's Python wrapper
         last = len(frames) - 1
         # Only the first frame can meet the high water mark: libzmq counts
@@ -641,6 +677,7 @@ class ZSocket:
         ``events``: ``EVENTS`` as the caller read it, with no zmq call on
         this socket since; else it is read here (Rule 1).
         """
+        self._unready = False
         if events is None:
             events = _backend_get(self._zsock, _EVENTS)
         if events & event:
@@ -680,6 +717,7 @@ class ZSocket:
         want = self._want
         if not (want[_POLLIN] or want[_POLLOUT]) or self._closed:
             return
+        self._unready = False
         events = _backend_get(self._zsock, _EVENTS)
         if (events & _POLLIN and want[_POLLIN]) or (events & _POLLOUT and want[_POLLOUT]):
             self._wake_waiters()

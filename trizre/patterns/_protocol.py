@@ -190,12 +190,6 @@ def encode(message: PatternMessage) -> list[bytes]:
     raise TypeError(f"not a pattern message: {type(message).__name__}")
 
 
-def _check_body(body: Sequence[bytes]) -> None:
-    for frame in body:
-        if not isinstance(frame, bytes):
-            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
-
-
 def encode_reply(
     request_id: int, status: int, body: Sequence[bytes], version: int = VERSION
 ) -> list[bytes]:
@@ -205,10 +199,10 @@ def encode_reply(
     """
     if not 0 <= status <= 0xFFFF:
         raise ValueError(f"status must fit in 16 bits, got {status}")
-    _check_body(body)
-    if version == VERSION:
-        if not 0 <= request_id <= MAX_REQUEST_ID:
-            raise ValueError(f"request_id must fit in 64 bits, got {request_id}")
+    for frame in body:  # _check_body, inline: every reply comes here
+        if not isinstance(frame, bytes):
+            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
+    if version == VERSION and 0 <= request_id <= MAX_REQUEST_ID:
         return [_REPLY_HEAD.pack(TAG, VERSION, _REPLY, request_id, status), *body]
     return [_header(version, _REPLY, request_id), _STATUS.pack(status), *body]
 
@@ -223,10 +217,12 @@ def encode_request(
     encoded = service.encode("utf-8")
     if len(encoded) > 255:
         raise ValueError(f"service name over 255 UTF-8 bytes: {service[:20]!r}...")
-    head = _header(version, _REQUEST, request_id)
-    _check_body(body)
-    if version == VERSION:
-        return [head + encoded, *body]
+    for frame in body:  # _check_body, inline: every request comes here
+        if not isinstance(frame, bytes):
+            raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
+    if version == VERSION and 0 <= request_id <= MAX_REQUEST_ID:
+        return [_HEADER.pack(TAG, VERSION, _REQUEST, request_id) + encoded, *body]
+    head = _header(version, _REQUEST, request_id)  # raises for a bad id or version
     return [head, encoded, *body]
 
 
@@ -258,7 +254,11 @@ def decode(frames: Sequence[bytes]) -> PatternMessage | None:
         if command == _REQUEST:
             if size > _HEADER_SIZE + 255:
                 raise PatternDecodeError("REQUEST service name over 255 octets")
-            return Request(request_id, _service(head[14:]), tuple(frames[1:]))
+            try:
+                service = head[14:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None
+            return Request(request_id, service, tuple(frames[1:]))
         if command == _STATE:
             if len(frames) != 1 or size != _HEADER_SIZE + 1:
                 raise PatternDecodeError("STATE is one 15-octet frame")

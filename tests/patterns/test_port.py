@@ -85,6 +85,40 @@ async def test_three_patterns_on_one_node_decode_each_envelope_once(
             assert calls == 10
 
 
+async def test_a_server_answers_each_request_in_the_envelope_version_it_came_in() -> None:
+    """README §4: version 2 is one frame less a message; a version-1 client is still served."""
+    port = free_udp_port()
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            await w.wait_for_peer("c")
+            async with c.events() as events:
+                for request_id, version in ((1, 2), (2, 1), (3, 2), (4, 1)):
+                    request = proto.Request(request_id, "a", (b"x",), version=version)
+                    frames = proto.encode(request)
+                    assert len(frames) == (2 if version == 2 else 3)
+                    await c.whisper(w.uuid, *frames)
+                answers: dict[int, tuple[bytes, ...]] = {}
+                async for event in events:
+                    if isinstance(event, trizre.Whisper):
+                        reply = _decode(event.frames)
+                        assert isinstance(reply, proto.Reply)
+                        answers[reply.request_id] = event.frames
+                        if len(answers) == 4:
+                            break
+    for request_id, version in ((1, 2), (2, 1), (3, 2), (4, 1)):
+        frames = answers[request_id]
+        assert frames[0][4] == version
+        reply = _decode(frames)
+        assert reply == proto.Reply(request_id, 200, (b"a", b"x"))
+        assert reply is not None and reply.version == version
+        assert len(frames) == (3 if version == 2 else 4)  # header (+ status), two body frames
+
+
 async def test_a_stalled_service_does_not_stop_another_service_on_the_same_node() -> None:
     release, started = trio.Event(), trio.Event()
     stalled: list[int] = []

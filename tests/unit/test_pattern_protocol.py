@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from trizre.patterns._protocol import (
     MAX_REQUEST_ID,
     TAG,
     VERSION,
+    VERSIONS,
     Accepted,
     Command,
     PatternDecodeError,
@@ -63,13 +65,18 @@ def _cases(section: str) -> list[Any]:
 
 
 def test_vector_file_shape() -> None:
-    assert VECTORS["version"] == 1
+    assert VECTORS["version"] == 2
     for section in ("vectors", "invalid", "not_pattern"):
         names = [v["name"] for v in VECTORS[section]]
         assert len(names) == len(set(names)), f"duplicate names in {section}"
         for vector in VECTORS[section]:
-            for frame in vector["frames"]:
+            for frame in vector["frames"] + vector.get("frames_v1", []):
                 assert frame == frame.lower() and len(frame) % 2 == 0, (vector["name"], frame)
+    # Every message has both versions' frames; version 2 has one frame less
+    # (ACCEPTED, the header alone, is one frame in both).
+    for vector in VECTORS["vectors"]:
+        fewer = 0 if vector["message"]["type"] == "accepted" else 1
+        assert len(vector["frames"]) == len(vector["frames_v1"]) - fewer, vector["name"]
 
 
 def test_vector_file_covers_the_brief() -> None:
@@ -98,7 +105,8 @@ def test_vector_file_covers_the_brief() -> None:
 
 def test_constants_match_the_contract() -> None:
     assert TAG == b"TZRP" == bytes.fromhex("545a5250")
-    assert VERSION == 1
+    assert VERSION == 2
+    assert sorted(VERSIONS) == [1, 2]
     assert (Command.REQUEST, Command.REPLY, Command.STATE, Command.ACCEPTED) == (1, 2, 3, 4)
     assert [int(s) for s in Status] == [200, 404, 500, 501, 503]
     assert MAX_REQUEST_ID == 2**64 - 1
@@ -114,6 +122,21 @@ def test_vector_decodes_to_its_message(vector: dict[str, Any]) -> None:
     frames = _frames(vector["frames"])
     assert decode(frames) == _message(vector["message"])
     assert decode(tuple(frames)) == _message(vector["message"])  # any sequence
+
+
+@pytest.mark.parametrize("vector", _cases("vectors"))
+def test_vector_encodes_to_its_version_1_frames(vector: dict[str, Any]) -> None:
+    message = attrs.evolve(_message(vector["message"]), version=1)
+    assert encode(message) == _frames(vector["frames_v1"])
+
+
+@pytest.mark.parametrize("vector", _cases("vectors"))
+def test_vector_version_1_frames_decode_to_its_message(vector: dict[str, Any]) -> None:
+    """README §4: a receiver decodes version 1 too, and the message says so."""
+    message = decode(_frames(vector["frames_v1"]))
+    assert message == _message(vector["message"])
+    assert message is not None and message.version == 1
+    assert decode(_frames(vector["frames"])).version == 2  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("vector", _cases("invalid"))
@@ -135,6 +158,8 @@ def test_state_id_field_is_what_the_sender_has_seen() -> None:
     """README §5.3: any 64-bit value is well-formed; Binary Star uses 1..4."""
     header = bytes.fromhex("545a52500103") + (12345).to_bytes(8, "big")
     assert decode([header, b"\x03"]) == State(3, seen=12345)
+    header = bytes.fromhex("545a52500203") + (12345).to_bytes(8, "big")
+    assert decode([header + b"\x03"]) == State(3, seen=12345)
     assert State(3) == State(3, seen=0)  # seen nothing: the default
 
 
@@ -142,6 +167,9 @@ def test_every_state_octet_is_well_formed() -> None:
     header = bytes.fromhex("545a525001030000000000000000")
     for octet in range(256):
         assert decode([header, bytes([octet])]) == State(octet)
+    header = bytes.fromhex("545a525002030000000000000000")
+    for octet in range(256):
+        assert decode([header + bytes([octet])]) == State(octet)
 
 
 def test_reply_ok_property() -> None:
@@ -161,32 +189,46 @@ services = st.text(max_size=63)
 def test_request_round_trip(request_id: int, service: str, body: tuple[bytes, ...]) -> None:
     message = Request(request_id, service, body)
     frames = encode(message)
-    assert len(frames) == 2 + len(body)
-    assert frames[0][:4] == TAG and len(frames[0]) == 14
-    assert int.from_bytes(frames[0][6:], "big") == request_id
+    assert len(frames) == 1 + len(body)  # the service rides in frame 0
+    assert frames[0][:6] == TAG + b"\x02\x01" and frames[0][14:] == service.encode()
+    assert int.from_bytes(frames[0][6:14], "big") == request_id
     assert decode(frames) == message
+    old = encode(attrs.evolve(message, version=1))
+    assert len(old) == 2 + len(body)
+    assert old[0][:4] == TAG and len(old[0]) == 14
+    assert int.from_bytes(old[0][6:], "big") == request_id
+    assert decode(old) == message
 
 
 @given(request_ids, st.integers(min_value=0, max_value=0xFFFF), bodies)
 def test_reply_round_trip(request_id: int, status: int, body: tuple[bytes, ...]) -> None:
     message = Reply(request_id, status, body)
     frames = encode(message)
-    assert frames[1] == status.to_bytes(2, "big")
+    assert len(frames) == 1 + len(body) and frames[0][14:] == status.to_bytes(2, "big")
     assert decode(frames) == message
+    old = encode(attrs.evolve(message, version=1))
+    assert old[1] == status.to_bytes(2, "big")
+    assert decode(old) == message
 
 
 @given(st.integers(min_value=0, max_value=255), request_ids)
 def test_state_round_trip(state: int, seen: int) -> None:
     frames = encode(State(state, seen))
-    assert frames == [bytes.fromhex("545a52500103") + seen.to_bytes(8, "big"), bytes([state])]
+    assert frames == [bytes.fromhex("545a52500203") + seen.to_bytes(8, "big") + bytes([state])]
     assert decode(frames) == State(state, seen)
+    old = encode(State(state, seen, version=1))
+    assert old == [bytes.fromhex("545a52500103") + seen.to_bytes(8, "big"), bytes([state])]
+    assert decode(old) == State(state, seen)
 
 
 @given(request_ids)
 def test_accepted_round_trip(request_id: int) -> None:
     frames = encode(Accepted(request_id))
-    assert frames == [b"TZRP\x01\x04" + request_id.to_bytes(8, "big")]
+    assert frames == [b"TZRP\x02\x04" + request_id.to_bytes(8, "big")]
     assert decode(frames) == Accepted(request_id)
+    old = encode(Accepted(request_id, version=1))
+    assert old == [b"TZRP\x01\x04" + request_id.to_bytes(8, "big")]
+    assert decode(old) == Accepted(request_id)
 
 
 @given(st.text(min_size=1).filter(lambda s: len(s.encode()) <= 255))
@@ -212,6 +254,10 @@ def test_any_service_up_to_255_octets_round_trips(service: str) -> None:
         pytest.param(State(-1), id="state-negative"),
         pytest.param(State(3, seen=2**64), id="state-seen-2**64"),
         pytest.param(State(3, seen=-1), id="state-seen-negative"),
+        pytest.param(Request(1, "echo", version=3), id="request-version-3"),
+        pytest.param(Reply(1, 200, version=0), id="reply-version-0"),
+        pytest.param(State(3, version=3), id="state-version-3"),
+        pytest.param(Accepted(1, version=3), id="accepted-version-3"),
     ],
 )
 def test_encode_rejects_out_of_range(message: PatternMessage) -> None:
@@ -255,6 +301,7 @@ FUZZ_ROUNDS = 25_000
 
 def _seeds() -> list[list[bytes]]:
     seeds = [_frames(v["frames"]) for v in VECTORS["vectors"]]
+    seeds += [_frames(v["frames_v1"]) for v in VECTORS["vectors"]]
     seeds += [_frames(v["frames"]) for v in VECTORS["invalid"]]
     return seeds
 
@@ -312,7 +359,8 @@ def test_fuzz_decode_only_succeeds_returns_none_or_rejects() -> None:
             outcomes["none"] += 1
             continue
         outcomes["message"] += 1
-        # Whatever decodes is canonical: it re-encodes to the same frames.
+        # Whatever decodes is canonical: it re-encodes to the same frames
+        # (in the version it came in).
         assert encode(message) == frames
     assert time.perf_counter() - started < 5.0
     assert sum(outcomes.values()) == FUZZ_ROUNDS

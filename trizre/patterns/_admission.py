@@ -57,6 +57,8 @@ class IncomingRequest:
     request_id: int
     service: str
     body: tuple[bytes, ...]
+    version: int = attrs.field(default=proto.VERSION, eq=False)
+    """The envelope version it came in: its answers go back in it (README §4)."""
 
 
 Gate = Callable[[IncomingRequest], "int | None"]

@@ -1,16 +1,24 @@
 """The pattern envelope: what travels inside WHISPER frames (sans-I/O).
 
-Frame 0 of every pattern message is a 14-octet header::
+Frame 0 of every pattern message starts with a 14-octet header::
 
-    "TZRP"  version(1)=1  command(1)  request-id(8, big-endian)
+    "TZRP"  version(1)  command(1)  request-id(8, big-endian)
 
-followed by the command's frames:
+Version 2 (what this side sends) carries the command's one field in frame 0
+after the header, and the body in the frames after it:
 
-    REQUEST  (1)  service (UTF-8, empty = "whoever I sent it to"), body frames...
-    REPLY    (2)  status (2 octets, big-endian), body frames...
-    STATE    (3)  state (1 octet: a Binary Star state); the id field says
-                  which state the sender last heard from the receiver
-    ACCEPTED (4)  nothing more: the server holds the request and will reply
+    REQUEST  (1)  frame 0: header, service (UTF-8, 0..255 octets,
+                  empty = "whoever I sent it to"); frames 1+: body
+    REPLY    (2)  frame 0: header, status (2 octets, big-endian); frames 1+: body
+    STATE    (3)  frame 0: header, state (1 octet: a Binary Star state); the
+                  id field says which state the sender last heard from the receiver
+    ACCEPTED (4)  frame 0: the header alone: the server holds the request and
+                  will reply
+
+Version 1 put the service, status or state in a frame of its own (frame 1),
+one more frame a message for libzmq to send and receive.  Both versions are
+decoded; a decoded message remembers its version, and a server answers a
+request in the version it came in, so a version-1 client is still served.
 
 Anything whose frame 0 does not start with ``TZRP`` is application traffic
 and not ours: :func:`decode` returns ``None`` for it.  Pattern traffic that
@@ -33,6 +41,7 @@ from ._errors import PatternError
 __all__ = [
     "TAG",
     "VERSION",
+    "VERSIONS",
     "Accepted",
     "Command",
     "PatternDecodeError",
@@ -47,8 +56,10 @@ __all__ = [
 ]
 
 TAG: Final = b"TZRP"
-VERSION: Final = 1
+VERSION: Final = 2  # what this side sends
+VERSIONS: Final = frozenset({1, 2})  # what it decodes
 _HEADER: Final = struct.Struct(">4sBBQ")
+_REPLY_HEAD: Final = struct.Struct(">4sBBQH")  # version 2: the status in frame 0
 _STATUS: Final = struct.Struct(">H")
 MAX_REQUEST_ID: Final = 2**64 - 1
 
@@ -84,6 +95,8 @@ class Request:
     request_id: int
     service: str
     body: tuple[bytes, ...] = ()
+    version: int = attrs.field(default=VERSION, eq=False, kw_only=True)
+    """The envelope version it came in (decoded) or goes in (encoded); not compared."""
 
 
 @final
@@ -94,6 +107,8 @@ class Reply:
     request_id: int
     status: int
     body: tuple[bytes, ...] = ()
+    version: int = attrs.field(default=VERSION, eq=False, kw_only=True)
+    """The envelope version it came in (decoded) or goes in (encoded); not compared."""
 
     @property
     def ok(self) -> bool:
@@ -112,6 +127,8 @@ class State:
 
     state: int
     seen: int = 0
+    version: int = attrs.field(default=VERSION, eq=False, kw_only=True)
+    """The envelope version it came in (decoded) or goes in (encoded); not compared."""
 
 
 @final
@@ -124,6 +141,8 @@ class Accepted:
     """
 
     request_id: int
+    version: int = attrs.field(default=VERSION, eq=False, kw_only=True)
+    """The envelope version it came in (decoded) or goes in (encoded); not compared."""
 
 
 PatternMessage: TypeAlias = Request | Reply | State | Accepted
@@ -137,57 +156,74 @@ _ACCEPTED: Final = int(Command.ACCEPTED)
 _HEADER_SIZE: Final = _HEADER.size
 
 
-def _header(command: int, request_id: int) -> bytes:
+def _header(version: int, command: int, request_id: int) -> bytes:
     if not 0 <= request_id <= MAX_REQUEST_ID:
         raise ValueError(f"request_id must fit in 64 bits, got {request_id}")
-    return _HEADER.pack(TAG, VERSION, command, request_id)
+    if version not in VERSIONS:
+        raise ValueError(f"pattern version {version}: this side speaks {sorted(VERSIONS)}")
+    return _HEADER.pack(TAG, version, command, request_id)
 
 
 def encode(message: PatternMessage) -> list[bytes]:
-    """The frames for ``message``.
+    """The frames for ``message``, in its ``version`` (2 unless it says otherwise).
 
     Bad input raises ``ValueError`` (a request id outside 64 bits, a
     service name over 255 UTF-8 bytes, a status outside 0..65535, a state
-    outside 0..255) or ``TypeError`` (body frames that are not bytes).
+    outside 0..255, a version not in :data:`VERSIONS`) or ``TypeError``
+    (body frames that are not bytes).
     """
     if isinstance(message, Reply):  # the commonest, from every server
-        if not 0 <= message.status <= 0xFFFF:
-            raise ValueError(f"status must fit in 16 bits, got {message.status}")
-        frames = [_header(_REPLY, message.request_id), _STATUS.pack(message.status)]
-    elif isinstance(message, Request):
-        return encode_request(message.request_id, message.service, message.body)
-    elif isinstance(message, State):
+        return encode_reply(message.request_id, message.status, message.body, message.version)
+    if isinstance(message, Request):
+        return encode_request(message.request_id, message.service, message.body, message.version)
+    if isinstance(message, State):
         if not 0 <= message.state <= 255:
             raise ValueError(f"state must fit in one octet, got {message.state}")
         if not 0 <= message.seen <= MAX_REQUEST_ID:
             raise ValueError(f"seen must fit in 64 bits, got {message.seen}")
-        return [_header(_STATE, message.seen), bytes([message.state])]
-    elif isinstance(message, Accepted):
-        return [_header(_ACCEPTED, message.request_id)]
-    else:
-        raise TypeError(f"not a pattern message: {type(message).__name__}")
-    body = message.body
-    for frame in body:
+        head = _header(message.version, _STATE, message.seen)
+        if message.version == 1:
+            return [head, bytes([message.state])]
+        return [head + bytes([message.state])]
+    if isinstance(message, Accepted):
+        return [_header(message.version, _ACCEPTED, message.request_id)]
+    raise TypeError(f"not a pattern message: {type(message).__name__}")
+
+
+def encode_reply(
+    request_id: int, status: int, body: Sequence[bytes], version: int = VERSION
+) -> list[bytes]:
+    """``encode(Reply(request_id, status, tuple(body), version=version))`` without the object.
+
+    Bad input raises as :func:`encode` does.
+    """
+    if not 0 <= status <= 0xFFFF:
+        raise ValueError(f"status must fit in 16 bits, got {status}")
+    for frame in body:  # _check_body, inline: every reply comes here
         if not isinstance(frame, bytes):
             raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
-    frames.extend(body)
-    return frames
+    if version == VERSION and 0 <= request_id <= MAX_REQUEST_ID:
+        return [_REPLY_HEAD.pack(TAG, VERSION, _REPLY, request_id, status), *body]
+    return [_header(version, _REPLY, request_id), _STATUS.pack(status), *body]
 
 
-def encode_request(request_id: int, service: str, body: Sequence[bytes]) -> list[bytes]:
-    """``encode(Request(request_id, service, tuple(body)))`` without the object.
+def encode_request(
+    request_id: int, service: str, body: Sequence[bytes], version: int = VERSION
+) -> list[bytes]:
+    """``encode(Request(request_id, service, tuple(body), version=version))`` without the object.
 
     For a client's every request.  Bad input raises as :func:`encode` does.
     """
     encoded = service.encode("utf-8")
     if len(encoded) > 255:
         raise ValueError(f"service name over 255 UTF-8 bytes: {service[:20]!r}...")
-    frames = [_header(_REQUEST, request_id), encoded]
-    for frame in body:
+    for frame in body:  # _check_body, inline: every request comes here
         if not isinstance(frame, bytes):
             raise TypeError(f"body frames must be bytes, got {type(frame).__name__}")
-    frames.extend(body)
-    return frames
+    if version == VERSION and 0 <= request_id <= MAX_REQUEST_ID:
+        return [_HEADER.pack(TAG, VERSION, _REQUEST, request_id) + encoded, *body]
+    head = _header(version, _REQUEST, request_id)  # raises for a bad id or version
+    return [head, encoded, *body]
 
 
 def is_pattern_traffic(frames: Sequence[bytes]) -> bool:
@@ -198,40 +234,69 @@ def is_pattern_traffic(frames: Sequence[bytes]) -> bool:
 def decode(frames: Sequence[bytes]) -> PatternMessage | None:
     """Parse WHISPER/SHOUT frames; ``None`` if they are not pattern traffic.
 
-    Raises :class:`PatternDecodeError` for pattern traffic that is
-    malformed: a short header, another version, an unknown command,
-    missing or oversize fields, or invalid UTF-8.
+    Either version (:data:`VERSIONS`) is decoded; the message's
+    ``version`` says which.  Raises :class:`PatternDecodeError` for pattern
+    traffic that is malformed: a short header, another version, an
+    unknown command, missing, extra or oversize fields, or invalid UTF-8.
     """
     # is_pattern_traffic, inline: this runs for every WHISPER a pattern reads.
     if not frames or not (head := frames[0]).startswith(TAG):
         return None
-    if len(head) != _HEADER_SIZE:
-        raise PatternDecodeError(f"header must be {_HEADER_SIZE} octets, got {len(head)}")
-    _, version, command, request_id = _HEADER.unpack(head)
-    if version != VERSION:
-        raise PatternDecodeError(f"pattern version {version}, this side speaks {VERSION}")
+    size = len(head)
+    if size < _HEADER_SIZE:
+        raise PatternDecodeError(f"header must be {_HEADER_SIZE} octets, got {size}")
+    _, version, command, request_id = _HEADER.unpack_from(head)
+    if version == VERSION:
+        if command == _REPLY:
+            if size != _HEADER_SIZE + 2:
+                raise PatternDecodeError(f"REPLY's frame 0 must be 16 octets, got {size}")
+            return Reply(request_id, (head[14] << 8) | head[15], tuple(frames[1:]))
+        if command == _REQUEST:
+            if size > _HEADER_SIZE + 255:
+                raise PatternDecodeError("REQUEST service name over 255 octets")
+            try:
+                service = head[14:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None
+            return Request(request_id, service, tuple(frames[1:]))
+        if command == _STATE:
+            if len(frames) != 1 or size != _HEADER_SIZE + 1:
+                raise PatternDecodeError("STATE is one 15-octet frame")
+            return State(head[14], seen=request_id)
+        if command == _ACCEPTED:
+            if len(frames) != 1 or size != _HEADER_SIZE:
+                raise PatternDecodeError("ACCEPTED is the header alone")
+            return Accepted(request_id)
+        raise PatternDecodeError(f"unknown pattern command {command}")
+    if version != 1:
+        raise PatternDecodeError(f"pattern version {version}, this side speaks 1 and 2")
+    if size != _HEADER_SIZE:
+        raise PatternDecodeError(f"version 1 header must be {_HEADER_SIZE} octets, got {size}")
     if command == _REPLY:
         if len(frames) < 2 or len(frames[1]) != 2:
             raise PatternDecodeError("REPLY needs a 2-octet status frame")
         status = frames[1]
-        return Reply(request_id, (status[0] << 8) | status[1], tuple(frames[2:]))
+        return Reply(request_id, (status[0] << 8) | status[1], tuple(frames[2:]), version=1)
     if command == _REQUEST:
         if len(frames) < 2:
             raise PatternDecodeError("REQUEST without a service frame")
         raw = frames[1]
         if len(raw) > 255:
             raise PatternDecodeError("REQUEST service name over 255 octets")
-        try:
-            service = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None
-        return Request(request_id, service, tuple(frames[2:]))
+        return Request(request_id, _service(raw), tuple(frames[2:]), version=1)
     if command == _STATE:
         if len(frames) != 2 or len(frames[1]) != 1:
             raise PatternDecodeError("STATE carries exactly one 1-octet frame")
-        return State(frames[1][0], seen=request_id)
+        return State(frames[1][0], seen=request_id, version=1)
     if command == _ACCEPTED:
         if len(frames) != 1:
             raise PatternDecodeError("ACCEPTED is the header alone")
-        return Accepted(request_id)
+        return Accepted(request_id, version=1)
     raise PatternDecodeError(f"unknown pattern command {command}")
+
+
+def _service(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatternDecodeError(f"REQUEST service is not UTF-8: {exc}") from None

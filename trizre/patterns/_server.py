@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, final
 from uuid import UUID
 
+import attrs
 import trio
 
 from .. import Join, Node, NodeError, Whisper
@@ -341,7 +342,9 @@ class Server:
         """
         if self._failure is not None:
             return
-        request = IncomingRequest(peer, name, message.request_id, message.service, message.body)
+        request = IncomingRequest(
+            peer, name, message.request_id, message.service, message.body, message.version
+        )
         try:
             verdict = self._core.admit(request, trio.current_time())
         except Exception as exc:
@@ -441,7 +444,7 @@ class Server:
         ``record``: count it (and trace a reply) once sent; refusals are not.
         """
         if not self._outbox:
-            sent = _reply_nowait(self.node, request.peer, message)
+            sent = _reply_nowait(self.node, request, message)
             if sent is not None:
                 if sent and record:
                     self._core.sent(request, message)
@@ -535,34 +538,43 @@ class Server:
             # Empty again after this loop: parking is this task's schedule point.
             while outbox:
                 request, message, record = outbox[0]
-                if await _reply(self.node, request.peer, message) and record:
+                if await _reply(self.node, request, message) and record:
                     self._core.sent(request, message)
                 outbox.popleft()
 
 
-def _reply_nowait(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool | None:
-    """Send a reply (or an ACCEPTED) if the client has room now; never waits.
+def _reply_nowait(
+    node: Node, request: IncomingRequest, reply: proto.Reply | proto.Accepted
+) -> bool | None:
+    """Send a reply (or an ACCEPTED) to ``request``'s client if it has room now; never waits.
 
     True: sent.  False: dropped, the client is gone or the node has stopped
     (see :func:`_reply`).  None: no room now, nothing sent.
     """
-    frames = proto.encode(reply)
     try:
-        return True if node.whisper_nowait(peer, *frames) else None
+        return True if node.whisper_nowait(request.peer, *_encode(request, reply)) else None
     except (NodeError, trio.ClosedResourceError) as exc:
-        log.debug("could not reply to %s: %s", peer, exc)
+        log.debug("could not reply to %s: %s", request.peer, exc)
         return False
 
 
-async def _reply(node: Node, peer: UUID, reply: proto.Reply | proto.Accepted) -> bool:
-    """Send a reply (or an ACCEPTED); no checkpoint when it can go at once.
+def _encode(request: IncomingRequest, reply: proto.Reply | proto.Accepted) -> list[bytes]:
+    """``reply``'s frames in the envelope version ``request`` came in (README §4)."""
+    if request.version != reply.version:
+        reply = attrs.evolve(reply, version=request.version)
+    return proto.encode(reply)
+
+
+async def _reply(node: Node, request: IncomingRequest, reply: proto.Reply | proto.Accepted) -> bool:
+    """Send a reply (or an ACCEPTED) to ``request``'s client; no checkpoint when it can go at once.
 
     False: the client is gone, or the node has stopped.
     """
-    if (sent := _reply_nowait(node, peer, reply)) is not None:
+    if (sent := _reply_nowait(node, request, reply)) is not None:
         return sent
+    peer = request.peer
     try:
-        await node.whisper(peer, *proto.encode(reply))
+        await node.whisper(peer, *_encode(request, reply))
     except (NodeError, trio.ClosedResourceError) as exc:
         # NodeError: the client is gone; if it comes back it will ask again.
         # ClosedResourceError: the node's block ended before this server's (a

@@ -53,7 +53,9 @@ class ServiceClient:
         self.policy = policy
         self._last_used: dict[UUID, int] = {}
         self._uses = 0
-        self._checked: set[str] = set()  # service names found valid (bounded)
+        # Service names found valid (bounded), each with its description
+        # for errors and logs: neither is made again per request.
+        self._checked: dict[str, str] = {}
 
     def workers(self, service: str) -> list[UUID]:
         """The peers currently offering ``service`` (members of its group)."""
@@ -69,6 +71,10 @@ class ServiceClient:
         while len(self.workers(service)) < workers:
             await self._router.membership_changed()
         await checkpoint()
+
+    def _target(self, _attempt: int, pending: _Pending) -> UUID | None:
+        """The worker for ``pending``'s next send (``_request``'s ``target``)."""
+        return self._choose(pending.service, pending)
 
     def _choose(self, service: str, pending: _Pending) -> UUID | None:
         node = self._router.node
@@ -158,18 +164,19 @@ class ServiceClient:
         if service.startswith("mmi."):
             status = self.mmi(service, *frames)
             return (str(status).encode(),)
-        if service not in self._checked:  # checked once, not per request
+        describe = self._checked.get(service)
+        if describe is None:  # checked once, not per request
             check_service_name(service)
             if len(self._checked) >= _MAX_CHECKED:
                 self._checked.clear()
-            self._checked.add(service)
+            describe = self._checked[service] = f"service {service!r}"
         return await _request(
             self._router,
             frames,
             self.policy,
             service=service,
-            target=lambda _attempt, pending: self._choose(service, pending),
-            describe=f"service {service!r}",
+            target=self._target,
+            describe=describe,
             pattern=kinds.SERVICE,
             request_id=request_id,
         )

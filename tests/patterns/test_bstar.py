@@ -144,6 +144,33 @@ async def test_a_stale_active_heartbeat_is_not_split_brain(caplog: Any) -> None:
             await wait_logged(caplog, "says ACTIVE too, without having heard this server ACTIVE")
 
 
+async def test_a_partner_on_envelope_version_1_gets_its_state_in_version_1() -> None:
+    """A pair upgraded one server at a time: each must still hear the other's heartbeats.
+
+    A version-1 server drops version-2 STATE; were it sent so, each would
+    take the other for silent and both would go ACTIVE.
+    """
+    port = free_udp_port()
+    with trio.fail_after(10):
+        async with (
+            trizre.open_node("impostor", beacon_port=port, **FAST) as impostor,
+            active_primary(port, impostor) as (node, _),
+        ):
+            events = impostor.events()
+            await impostor.whisper(
+                node.uuid, *state_frames(State.PASSIVE, seen=State.ACTIVE, version=1)
+            )
+            versions: list[int] = []
+            async for event in events:  # three heartbeats: the first may have been in flight
+                if isinstance(event, trizre.Whisper) and event.peer == node.uuid:
+                    message = patterns_protocol.decode(event.frames)
+                    if isinstance(message, patterns_protocol.State):
+                        versions.append(message.version)
+                        if len(versions) == 3:
+                            break
+            assert versions[1:] == [1, 1], versions
+
+
 async def test_server_configuration_errors() -> None:
     port = free_udp_port()
     async with trizre.open_node("p", beacon_port=port, **FAST) as node:

@@ -109,9 +109,11 @@ async def client_node(
         yield client
 
 
-def state_frames(state: patterns.State, seen: patterns.State | None = None) -> list[bytes]:
+def state_frames(
+    state: patterns.State, seen: patterns.State | None = None, version: int = 2
+) -> list[bytes]:
     return patterns_protocol.encode(
-        patterns_protocol.State(state.value, 0 if seen is None else seen.value)
+        patterns_protocol.State(state.value, 0 if seen is None else seen.value, version=version)
     )
 
 

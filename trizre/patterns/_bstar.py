@@ -81,6 +81,10 @@ class BinaryStarServer:
         # The state last heard from it: each heartbeat says what its sender
         # has seen, so that a stale one can be told apart (contract §7).
         self._heard: tuple[UUID, State] | None = None
+        # A partner still on envelope version 1 drops version-2 STATE: each
+        # would take the other for silent and go ACTIVE.  So STATE goes in
+        # the version last heard from the partner (2 until one is heard).
+        self._partner_version = proto.VERSION
         self._warned: set[UUID] = set()
         self._role = "primary" if fsm.state is State.PRIMARY else "backup"
         # Until then a starting primary waits for peers in their handshake.
@@ -184,7 +188,8 @@ class BinaryStarServer:
                 for peer in targets:
                     heard = self._heard
                     seen = heard[1].value if heard is not None and heard[0] == peer else 0
-                    message = proto.encode(proto.State(self._fsm.state.value, seen))
+                    state = proto.State(self._fsm.state.value, seen, version=self._partner_version)
+                    message = proto.encode(state)
                     try:
                         await self.node.whisper(peer, *message)
                     except NodeError as exc:
@@ -277,6 +282,7 @@ class BinaryStarServer:
             log.warning("partner sent an unknown state %d", message.state)
             return
         self._heard = (event.peer, peer_state)
+        self._partner_version = message.version
         informed = message.seen == self._fsm.state.value
         conflict = peer_state is self._fsm.state and peer_state in _CONFLICTING
         if conflict and not informed:

@@ -243,7 +243,10 @@ Verdict: TypeAlias = Refused | HeldAgain | CachedReply | RunningElsewhere | Admi
 Observer = Callable[[Decision], None]
 """Sees every decision, in order, as it is made (the trace writes from these)."""
 
-Key = tuple[UUID, int]
+Key = tuple[int, int]
+"""A held request: its client's UUID as an int, and its id.  Ints, not the
+UUID: a tuple holding a UUID is hashed through ``UUID.__hash__``, a Python
+call, each time it is looked up (five times a request)."""
 
 
 @final
@@ -318,7 +321,7 @@ class Admission:
         if self.gate is not None and (status := self.gate(request)) is not None:
             self.refused += 1
             verdict = Refused(request, status, "gate")
-        elif (key := (request.peer, request.request_id)) in self.holding:
+        elif (key := (request.peer.int, request.request_id)) in self.holding:
             # A retry of a request held here (our ACCEPTED was late): say it again.
             self.retried += 1
             verdict = HeldAgain(request)
@@ -392,7 +395,7 @@ class Admission:
 
     def release(self, request: IncomingRequest) -> None:
         """``request`` is no longer held (its reply is on its way)."""
-        key = (request.peer, request.request_id)
+        key = (request.peer.int, request.request_id)
         self.holding.discard(key)
         self._unaccepted.pop(key, None)
 

@@ -149,15 +149,15 @@ def test_the_first_attempts_ranking_is_the_documented_one() -> None:
             if rng.random() < 0.3:
                 node.unresponsive.add(worker)
             if load := rng.choice([0, 0, 1, 2, 3]):
-                router.load[worker] = load
+                router.load[worker.int] = load
             if rng.random() < 0.7:
-                client._last_used[worker] = rng.randint(0, 4)
+                client._last_used[worker.int] = rng.randint(0, 4)
         expected = min(
             workers,
             key=lambda w: (
                 w in node.unresponsive,
-                router.load.get(w, 0),
-                client._last_used.get(w, -1),
+                router.load.get(w.int, 0),
+                client._last_used.get(w.int, -1),
             ),
         )
         assert client._choose("echo", router.open(rng.getrandbits(64), "echo")) == expected
@@ -188,9 +188,9 @@ def test_the_first_attempt_asks_only_the_least_loaded_whether_they_are_responsiv
     router = ReplyRouter(node)  # type: ignore[arg-type]
     client = ServiceClient(router, POLICY)
     for worker, load in zip(workers, (3, 1, 2, 1), strict=True):
-        router.load[worker] = load
-    client._last_used[workers[1]] = 5
-    client._last_used[workers[3]] = 2
+        router.load[worker.int] = load
+    client._last_used[workers[1].int] = 5
+    client._last_used[workers[3].int] = 2
     assert client._choose("echo", router.open(1, "echo")) == workers[3]  # least recently used
     assert asked == [workers[1], workers[3]]
     # The least loaded is unresponsive: the next one up, as the full ranking says.

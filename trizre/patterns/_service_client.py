@@ -51,7 +51,7 @@ class ServiceClient:
     def __init__(self, router: ReplyRouter, policy: RetryPolicy) -> None:
         self._router = router
         self.policy = policy
-        self._last_used: dict[UUID, int] = {}
+        self._last_used: dict[int, int] = {}  # by the worker's UUID as an int, as router.load
         self._uses = 0
         # Service names found valid (bounded), each with its description
         # for errors and logs: neither is made again per request.
@@ -96,8 +96,8 @@ class ServiceClient:
                     suspicion.get(worker, 0),
                     not responsive(worker),
                     worker in tried,
-                    load.get(worker, 0),
-                    last_used.get(worker, -1),
+                    load.get(worker.int, 0),
+                    last_used.get(worker.int, -1),
                 )
                 if best is None or rank < best:
                     choice, best = worker, rank
@@ -108,7 +108,7 @@ class ServiceClient:
             # ask one worker, not all).  When one of them is, the least
             # loaded responsive workers are exactly the ones the ranking
             # puts first; when none is, the full ranking decides.
-            loads = [load.get(worker, 0) for worker in workers] if load else None
+            loads = [load.get(worker.int, 0) for worker in workers] if load else None
             least = min(loads) if loads is not None else 0
             choice_used: int | None = None
             found = False
@@ -121,14 +121,14 @@ class ServiceClient:
                     choice, found = worker, True
                     continue
                 if choice_used is None:
-                    choice_used = last_used.get(choice, -1)
-                used = last_used.get(worker, -1)
+                    choice_used = last_used.get(choice.int, -1)
+                used = last_used.get(worker.int, -1)
                 if used < choice_used:
                     choice, choice_used = worker, used
             if not found:
                 choice = self._rank_all(workers)
         self._uses += 1
-        self._last_used[choice] = self._uses
+        self._last_used[choice.int] = self._uses
         if (tracer := node.tracer) is not None:
             tracer.record(
                 kinds.WORKER_CHOSEN,
@@ -149,15 +149,15 @@ class ServiceClient:
         least = -1
         choice_used: int | None = None
         for worker in workers:
-            key = load.get(worker, 0)
+            key = load.get(worker.int, 0)
             if not responsive(worker):
                 key += _UNRESPONSIVE
             if least < 0 or key < least:
                 choice, least, choice_used = worker, key, None
             elif key == least:
                 if choice_used is None:
-                    choice_used = last_used.get(choice, -1)
-                used = last_used.get(worker, -1)
+                    choice_used = last_used.get(choice.int, -1)
+                used = last_used.get(worker.int, -1)
                 if used < choice_used:
                     choice, choice_used = worker, used
         return choice

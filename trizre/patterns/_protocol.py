@@ -150,6 +150,8 @@ PatternMessage: TypeAlias = Request | Reply | State | Accepted
 # The command octets as plain ints: an IntEnum member costs an attribute
 # lookup on its class, several per message on the request path.
 _REQUEST: Final = int(Command.REQUEST)
+REQUEST_OCTET: Final = _REQUEST
+"""A REQUEST's command octet (frame 0's sixth), for a cheap look before :func:`request_head`."""
 _REPLY: Final = int(Command.REPLY)
 _STATE: Final = int(Command.STATE)
 _ACCEPTED: Final = int(Command.ACCEPTED)
@@ -229,6 +231,27 @@ def encode_request(
 def is_pattern_traffic(frames: Sequence[bytes]) -> bool:
     """True when frame 0 carries the ``TZRP`` tag."""
     return bool(frames) and frames[0][:4] == TAG
+
+
+def request_head(head: bytes) -> tuple[int, str] | None:
+    """The request id and service of a version-2 REQUEST's frame 0; ``None`` otherwise.
+
+    For the pattern port's request path: a server's request is decoded
+    straight into what the server keeps, with no :class:`Request` made in
+    between.  ``None`` for anything else, malformed too (a service name
+    that is not UTF-8, an oversize one): :func:`decode` then says what.
+    """
+    if (
+        _HEADER_SIZE <= len(head) <= _HEADER_SIZE + 255
+        and head[5] == _REQUEST
+        and head[4] == VERSION
+        and head.startswith(TAG)
+    ):
+        try:
+            return _HEADER.unpack_from(head)[3], head[14:].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
 def decode(frames: Sequence[bytes]) -> PatternMessage | None:

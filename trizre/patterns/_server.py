@@ -340,11 +340,23 @@ class Server:
         ``accept_after``, so its client stops timing it (README §5.4).
         A gate that raises stops the server with its exception.
         """
+        self.receive(
+            adm.new_incoming(
+                peer,
+                name,
+                message.request_id,
+                message.service,
+                body=message.body,
+                version=message.version,
+            )
+        )
+
+    def receive(self, request: IncomingRequest) -> None:
+        """:meth:`deliver`, for a request the port decoded straight into an
+        :class:`IncomingRequest` (one object a request, shared by every server
+        of its service); never waits."""
         if self._failure is not None:
             return
-        request = IncomingRequest(
-            peer, name, message.request_id, message.service, message.body, message.version
-        )
         try:
             verdict = self._core.admit(request, trio.current_time())
         except Exception as exc:

@@ -473,7 +473,6 @@ def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_p
 
 
 def test_new_incoming_makes_the_same_request_as_the_class() -> None:
-
     peer = UUID(int=0xF)
     made = new_incoming(peer, "n", 9, "svc", body=(b"a",), version=1)
     assert made == IncomingRequest(peer, "n", 9, "svc", (b"a",), 1)

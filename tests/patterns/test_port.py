@@ -23,6 +23,7 @@ from tests.support.nodes import FAST, free_udp_port
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, _port
 from trizre.patterns import _protocol as proto
+from trizre.patterns._admission import new_incoming
 
 _decode = proto.decode  # the real one, even while a test counts the patterns' calls
 
@@ -59,11 +60,19 @@ async def test_three_patterns_on_one_node_decode_each_envelope_once(
     """Two servers and a client router on one node: one decode per envelope, not three."""
     calls = 0
     real = proto.decode
+    real_head = proto.request_head
 
     def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
         nonlocal calls
         calls += 1
         return real(frames)
+
+    # A version-2 request is decoded by request_head alone (issue 28): it counts as the decode.
+    def counting_head(head: bytes) -> tuple[int, str] | None:
+        nonlocal calls
+        found = real_head(head)
+        calls += found is not None
+        return found
 
     port = free_udp_port()
     with trio.fail_after(20):
@@ -77,6 +86,7 @@ async def test_three_patterns_on_one_node_decode_each_envelope_once(
             await c.wait_for_peer("w")
             await w.wait_for_peer("c")
             monkeypatch.setattr(proto, "decode", counting)
+            monkeypatch.setattr(proto, "request_head", counting_head)
             replies = await _requests_and_replies(c, w, "a", 10)
             assert sorted(reply.request_id for reply in replies) == list(range(1, 11))
             assert all(reply.body == (b"a", b"x") for reply in replies)
@@ -397,3 +407,76 @@ async def test_a_gate_that_raises_ends_the_servers_block_with_its_error() -> Non
             # The port goes on for the other patterns on the node.
             async with patterns.open_server(w, answering(b"w")):
                 assert await client.request(b"y") == (b"w", b"y")
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.got: list[IncomingRequest] = []
+
+    def receive(self, request: IncomingRequest) -> None:
+        self.got.append(request)
+
+    def deliver(self, peer: UUID, name: str, message: proto.Request) -> None:
+        """What the port called before issue 28's one pass (a Request, decoded)."""
+        self.got.append(
+            IncomingRequest(
+                peer, name, message.request_id, message.service, message.body, message.version
+            )
+        )
+
+    def watcher_joined(self, peer: UUID) -> None:
+        pass
+
+
+class _NoEvents:
+    def events(self) -> object:
+        return None
+
+
+def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28: the port reads a version-2 request's frame 0 straight into the
+    IncomingRequest its servers keep (no proto.Request, no general decode), one
+    object for every server of the service; other traffic still goes through decode."""
+    decoded: list[Sequence[bytes]] = []
+
+    def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
+        decoded.append(frames)
+        return _decode(frames)
+
+    monkeypatch.setattr(proto, "decode", counting)
+    port = _port.PatternPort(_NoEvents())  # type: ignore[arg-type]
+    first, second, other = _Recorder(), _Recorder(), _Recorder()
+    port.add_server("svc", first)
+    port.add_server("svc", second)
+    port.add_server("other", other)
+    peer = UUID(int=0xE)
+    frames = tuple(proto.encode(proto.Request(5, "svc", (b"x", b"y"))))
+    port.dispatch(trizre.Whisper(peer, "client", frames))
+    expected = IncomingRequest(peer, "client", 5, "svc", (b"x", b"y"), 2)
+    assert first.got == [expected] and second.got[0] is first.got[0]
+    assert first.got[0].version == 2 and other.got == []
+    assert decoded == []  # one pass: no general decode, no Request made
+    # Version 1 and a malformed service still go through decode, as before.
+    v1 = tuple(proto.encode(proto.Request(6, "svc", (b"z",), version=1)))
+    port.dispatch(trizre.Whisper(peer, "client", v1))
+    assert first.got[1] == IncomingRequest(peer, "client", 6, "svc", (b"z",), 1)
+    assert first.got[1].version == 1
+    bad = (frames[0][:14] + b"\xff\xfe", b"x")
+    port.dispatch(trizre.Whisper(peer, "client", bad))
+    assert decoded == [v1, bad] and port.malformed == 1 and len(first.got) == 2
+    assert port.statistics()["decoded"] == 2 and port.unserved == 0
+    unserved = tuple(proto.encode(proto.Request(7, "nobody", ())))
+    port.dispatch(trizre.Whisper(peer, "client", unserved))
+    assert port.unserved == 1 and port.statistics()["decoded"] == 3
+
+
+def test_new_incoming_makes_the_same_request_as_the_class() -> None:
+    peer = UUID(int=0xF)
+    made = new_incoming(peer, "n", 9, "svc", body=(b"a",), version=1)
+    assert made == IncomingRequest(peer, "n", 9, "svc", (b"a",), 1)
+    assert made.version == 1 and type(made) is IncomingRequest
+    assert hash(made) == hash(IncomingRequest(peer, "n", 9, "svc", (b"a",), 1))
+    with pytest.raises(AttributeError):
+        made.request_id = 10  # type: ignore[misc]  # still frozen

@@ -17,7 +17,7 @@ import trio.testing
 import trizre
 from trizre.patterns import IncomingRequest
 from trizre.patterns._protocol import Accepted, Reply, Request, decode, encode
-from trizre.patterns._server import Server
+from trizre.patterns._server import Server, _as_frames
 
 CLIENT = UUID(int=0xC)
 
@@ -168,3 +168,13 @@ def test_handlers_that_never_yield_still_let_other_tasks_run(seconds: float) -> 
     ran_between = [count for count in ticks if 0 < count < 40]
     slices = min(39, 40 * seconds / 0.001)
     assert len(ran_between) >= slices // 2, ran_between
+
+
+def test_a_handlers_result_is_checked_frame_by_frame() -> None:
+    """Bytes or a sequence of bytes; anything else is the handler's TypeError (a 500)."""
+    assert _as_frames(b"a") == (b"a",)
+    body = (b"a", b"b")
+    assert _as_frames(body) is body  # a tuple is sent as it is
+    assert _as_frames([b"a", b""]) == (b"a", b"")
+    with pytest.raises(TypeError, match="bytes or a sequence of bytes"):
+        _as_frames([b"a", "b"])  # type: ignore[list-item]

@@ -12,6 +12,7 @@ cheaper first-attempt ranking must rank as the documented one.
 from __future__ import annotations
 
 import random
+import uuid
 
 import pytest
 import trio
@@ -148,15 +149,15 @@ def test_the_first_attempts_ranking_is_the_documented_one() -> None:
             if rng.random() < 0.3:
                 node.unresponsive.add(worker)
             if load := rng.choice([0, 0, 1, 2, 3]):
-                router.load[worker] = load
+                router.load[worker.int] = load
             if rng.random() < 0.7:
-                client._last_used[worker] = rng.randint(0, 4)
+                client._last_used[worker.int] = rng.randint(0, 4)
         expected = min(
             workers,
             key=lambda w: (
                 w in node.unresponsive,
-                router.load.get(w, 0),
-                client._last_used.get(w, -1),
+                router.load.get(w.int, 0),
+                client._last_used.get(w.int, -1),
             ),
         )
         assert client._choose("echo", router.open(rng.getrandbits(64), "echo")) == expected
@@ -170,3 +171,29 @@ def test_the_deadline_heap_stays_bounded_when_each_deadline_is_earlier() -> None
         router.set_deadline(pending, 10_000.0 - i)
         router.close(i)
         assert len(router._deadlines) <= 2 * 1 + 64 + 1  # one request open at a time
+
+
+def test_the_first_attempt_asks_only_the_least_loaded_whether_they_are_responsive() -> None:
+    """Issue 28: each responsiveness check is a node call and a UUID hash; with
+    requests in flight the ranking needs only the least loaded workers' answer."""
+    asked: list[uuid.UUID] = []
+
+    class Counting(StubNode):
+        def peer_is_responsive(self, peer: uuid.UUID) -> bool:
+            asked.append(peer)
+            return super().peer_is_responsive(peer)
+
+    node = Counting()
+    workers = [node.add(f"w{i}", "echo") for i in range(4)]
+    router = ReplyRouter(node)  # type: ignore[arg-type]
+    client = ServiceClient(router, POLICY)
+    for worker, load in zip(workers, (3, 1, 2, 1), strict=True):
+        router.load[worker.int] = load
+    client._last_used[workers[1].int] = 5
+    client._last_used[workers[3].int] = 2
+    assert client._choose("echo", router.open(1, "echo")) == workers[3]  # least recently used
+    assert asked == [workers[1], workers[3]]
+    # The least loaded is unresponsive: the next one up, as the full ranking says.
+    asked.clear()
+    node.unresponsive.update({workers[1], workers[3]})
+    assert client._choose("echo", router.open(2, "echo")) == workers[2]

@@ -226,3 +226,30 @@ def test_no_sequence_holds_more_than_capacity_or_answers_a_request_twice(
     for held in set(accepted):
         # ACCEPTED at most once per admission.
         assert accepted.count(held) <= admitted.count(held)
+
+
+def test_holding_a_request_hashes_no_uuid() -> None:
+    """Issue 28: the held requests are keyed by the client's UUID as an int, so
+    admitting, holding and releasing a request makes no Python-level
+    ``UUID.__hash__`` call (there were five a request); a retry is still found."""
+    hashed = 0
+
+    class CountingUUID(UUID):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            nonlocal hashed
+            hashed += 1
+            return super().__hash__()
+
+    peer = CountingUUID(int=0xC)
+    core = Admission(capacity=4, accept_after=0.1)
+    first = request(1, peer)
+    assert isinstance(core.admit(first, now=1.0), Admitted)
+    assert core.admit(request(1, CountingUUID(int=0xC)), now=1.01) == HeldAgain(
+        request(1, CountingUUID(int=0xC))
+    )
+    assert core.admit(request(1, B), now=1.02) == Admitted(request(1, B), 1.12)  # another client
+    core.finished(first, Reply(1, 200), now=1.05)
+    assert core.held == 1
+    assert hashed == 0

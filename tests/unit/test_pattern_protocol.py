@@ -34,6 +34,8 @@ from trizre.patterns._protocol import (
     Status,
     decode,
     encode,
+    new_reply,
+    request_head,
 )
 
 VECTORS_PATH = Path(__file__).resolve().parents[2] / "patterns" / "vectors" / "envelope.json"
@@ -366,3 +368,42 @@ def test_fuzz_decode_only_succeeds_returns_none_or_rejects() -> None:
     assert sum(outcomes.values()) == FUZZ_ROUNDS
     # The mutations must reach all three outcomes in useful numbers.
     assert min(outcomes.values()) > FUZZ_ROUNDS // 50, outcomes
+
+
+# ------------------------------------------------- issue 28: the fast paths
+
+
+@given(st.binary(max_size=300), st.lists(st.binary(max_size=8), max_size=3))
+def test_request_head_agrees_with_decode(head: bytes, rest: list[bytes]) -> None:
+    """The port's one-pass read of a version-2 REQUEST gives what decode gives, and
+    None for everything else (decode then says what it is, malformed or not)."""
+    found = request_head(head)
+    try:
+        message = decode([head, *rest])
+    except PatternDecodeError:
+        message = None
+    if found is None:
+        assert not (isinstance(message, Request) and message.version == VERSION)
+    else:
+        assert isinstance(message, Request) and message.version == VERSION
+        assert found == (message.request_id, message.service)
+
+
+def test_request_head_reads_every_version_2_request_vector() -> None:
+    for request_id, service in [(0, ""), (MAX_REQUEST_ID, "echo"), (7, "\u00e9" * 127)]:
+        frames = encode(Request(request_id, service, (b"x",)))
+        assert request_head(frames[0]) == (request_id, service)
+    assert request_head(encode(Request(1, "echo", version=1))[0]) is None
+    assert request_head(encode(Reply(1, 200))[0]) is None
+    assert request_head(TAG + bytes([VERSION, int(Command.REQUEST)]) + bytes(8) + b"\xff") is None
+
+
+def test_new_reply_makes_the_same_reply_as_the_class() -> None:
+    made = new_reply(3, 200, (b"a",), 1)
+    assert made == Reply(3, 200, (b"a",)) and made.version == 1 and type(made) is Reply
+    assert hash(made) == hash(Reply(3, 200, (b"a",)))
+    decoded = decode(encode(Reply(4, 503, (b"b",))))
+    assert decoded == Reply(4, 503, (b"b",)) and isinstance(decoded, Reply)
+    assert decoded.version == VERSION
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.status = 500  # type: ignore[misc]

@@ -293,8 +293,11 @@ class ReplyRouter:
         # Requests a client may have in flight; more wait in request() (backpressure).
         self.in_flight = InFlight(max_in_flight)
         self._pending: dict[int, _Pending] = {}
-        # Requests awaiting a reply, per peer (absent: none); read-only outside.
-        self.load: dict[UUID, int] = {}
+        # Requests awaiting a reply, per peer (absent: none), keyed by the
+        # peer's UUID as an int: a UUID key is hashed by a Python call on
+        # every lookup, and the worker choice looks up each worker's load
+        # for every request.  Read-only outside (see outstanding()).
+        self.load: dict[int, int] = {}
         self.dropped = 0  # replies dropped as stale, duplicate or foreign
         # Attempts that timed out per peer since its last reply: a peer that
         # answers PINGs but not requests (a stuck worker) is "suspect".
@@ -382,20 +385,22 @@ class ReplyRouter:
         pending.current, pending.lost, pending.loaded = peer, False, True
         pending.accepted = False
         pending.sent_to.add(peer)
-        self.load[peer] = self.load.get(peer, 0) + 1
+        key = peer.int
+        self.load[key] = self.load.get(key, 0) + 1
 
     def _unload(self, pending: _Pending) -> None:
         if pending.loaded and pending.current is not None:
             pending.loaded = False
-            left = self.load[pending.current] - 1
+            key = pending.current.int
+            left = self.load[key] - 1
             if left:
-                self.load[pending.current] = left
+                self.load[key] = left
             else:
-                del self.load[pending.current]
+                del self.load[key]
 
     def outstanding(self, peer: UUID) -> int:
         """How many pending requests await a reply from ``peer``."""
-        return self.load.get(peer, 0)
+        return self.load.get(peer.int, 0)
 
     async def membership_changed(self) -> None:
         """Wait for the next change after this call: a peer enters, exits,

@@ -10,8 +10,11 @@ A :class:`PatternPort` subscribes once per node, decodes each envelope
 once, and routes it:
 
 * a REQUEST to the server registered for its service (``""``: servers
-  addressed directly), through :meth:`Server.deliver
-  <trizre.patterns._server.Server.deliver>`;
+  addressed directly), through :meth:`Server.receive
+  <trizre.patterns._server.Server.receive>`: a version-2 request is
+  decoded in one pass straight into the
+  :class:`~trizre.patterns._admission.IncomingRequest` its servers keep,
+  one object for all of them;
 * a REPLY or ACCEPTED to the reply router whose pending table holds its
   request id (a reply no router claims goes to every router, each of which
   counts it ``dropped``: stale, duplicate or foreign);
@@ -41,7 +44,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 from uuid import UUID
 
 import trio
@@ -49,7 +52,11 @@ import trio
 from .. import Enter, EventStream, Exit, Join, Node, Whisper
 from .._concurrency import RunLocal, unwrap_single_exception_group
 from . import _protocol as proto
+from ._admission import new_incoming
 from ._status import STATUS_GROUP
+
+if TYPE_CHECKING:
+    from ._admission import IncomingRequest
 
 __all__ = ["PatternPort", "open_port"]
 
@@ -57,7 +64,7 @@ log = logging.getLogger("trizre.patterns")
 
 
 class _Server(Protocol):
-    def deliver(self, peer: UUID, name: str, request: proto.Request) -> None: ...
+    def receive(self, request: IncomingRequest) -> None: ...
     def watcher_joined(self, peer: UUID) -> None: ...
 
 
@@ -174,8 +181,35 @@ class PatternPort:
     def dispatch(self, event: object) -> None:
         """Route one node event; never waits."""
         if isinstance(event, Whisper):
+            frames = event.frames
+            if (
+                frames
+                and len(head := frames[0]) > 5
+                and head[5] == proto.REQUEST_OCTET  # replies, the client's, skip the call
+                and (fields := proto.request_head(head)) is not None
+            ):
+                # A version-2 request, the commonest: decoded in one pass
+                # into what its servers keep (no Request in between).
+                request_id, service = fields
+                self.decoded += 1
+                servers = self._servers.get(service)
+                if servers is None:
+                    self.unserved += 1
+                    log.debug("no server here for %r (request from %s)", service, event.peer)
+                    return
+                request = new_incoming(
+                    event.peer,
+                    event.name,
+                    request_id,
+                    service,
+                    body=tuple(frames[1:]),
+                    version=proto.VERSION,
+                )
+                for server in servers:
+                    server.receive(request)
+                return
             try:
-                message = proto.decode(event.frames)
+                message = proto.decode(frames)
             except proto.PatternDecodeError as exc:
                 self.malformed += 1
                 log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
@@ -191,8 +225,16 @@ class PatternPort:
                         "no server here for %r (request from %s)", message.service, event.peer
                     )
                     return
+                request = new_incoming(
+                    event.peer,
+                    event.name,
+                    message.request_id,
+                    message.service,
+                    body=message.body,
+                    version=message.version,
+                )
                 for server in servers:
-                    server.deliver(event.peer, event.name, message)
+                    server.receive(request)
             elif isinstance(message, proto.Reply | proto.Accepted):
                 claim = self._claims.get(message.request_id)
                 if claim is None:

@@ -340,11 +340,23 @@ class Server:
         ``accept_after``, so its client stops timing it (README §5.4).
         A gate that raises stops the server with its exception.
         """
+        self.receive(
+            adm.new_incoming(
+                peer,
+                name,
+                message.request_id,
+                message.service,
+                body=message.body,
+                version=message.version,
+            )
+        )
+
+    def receive(self, request: IncomingRequest) -> None:
+        """:meth:`deliver`, for a request the port decoded straight into an
+        :class:`IncomingRequest` (one object a request, shared by every server
+        of its service); never waits."""
         if self._failure is not None:
             return
-        request = IncomingRequest(
-            peer, name, message.request_id, message.service, message.body, message.version
-        )
         try:
             verdict = self._core.admit(request, trio.current_time())
         except Exception as exc:
@@ -501,7 +513,10 @@ class Server:
             started = trio.current_time()
             try:
                 frames = _as_frames(await self._handler(request))
-                reply = proto.Reply(request.request_id, proto.Status.OK, frames)
+                # In the request's version: sent as it is, no copy (_encode).
+                reply = proto.new_reply(
+                    request.request_id, proto.Status.OK, frames, request.version
+                )
             except ReplyWith as answer:
                 reply = proto.Reply(request.request_id, answer.status, answer.frames)
             except Exception as exc:
@@ -590,6 +605,7 @@ def _as_frames(result: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
     if isinstance(result, bytes):
         return (result,)
     frames = tuple(result)
-    if not all(isinstance(f, bytes) for f in frames):
-        raise TypeError("a handler must return bytes or a sequence of bytes")
+    for frame in frames:  # a loop, not all() over a generator: every reply comes here
+        if not isinstance(frame, bytes):
+            raise TypeError("a handler must return bytes or a sequence of bytes")
     return frames

@@ -51,7 +51,7 @@ class ServiceClient:
     def __init__(self, router: ReplyRouter, policy: RetryPolicy) -> None:
         self._router = router
         self.policy = policy
-        self._last_used: dict[UUID, int] = {}
+        self._last_used: dict[int, int] = {}  # by the worker's UUID as an int, as router.load
         self._uses = 0
         # Service names found valid (bounded), each with its description
         # for errors and logs: neither is made again per request.
@@ -96,31 +96,39 @@ class ServiceClient:
                     suspicion.get(worker, 0),
                     not responsive(worker),
                     worker in tried,
-                    load.get(worker, 0),
-                    last_used.get(worker, -1),
+                    load.get(worker.int, 0),
+                    last_used.get(worker.int, -1),
                 )
                 if best is None or rank < best:
                     choice, best = worker, rank
         else:
-            # The common case (nothing suspect, a first attempt): the same
-            # ranking as one int, unresponsive above any load, and the last
-            # use looked up only to break a tie.
-            least = -1
+            # The common case (nothing suspect, a first attempt): the fewest
+            # in flight first, and only those asked whether they are
+            # responsive (a node call and a UUID hash each: most requests
+            # ask one worker, not all).  When one of them is, the least
+            # loaded responsive workers are exactly the ones the ranking
+            # puts first; when none is, the full ranking decides.
+            loads = [load.get(worker.int, 0) for worker in workers] if load else None
+            least = min(loads) if loads is not None else 0
             choice_used: int | None = None
-            for worker in workers:
-                key = load.get(worker, 0)
+            found = False
+            for index, worker in enumerate(workers):
+                if loads is not None and loads[index] != least:
+                    continue
                 if not responsive(worker):
-                    key += _UNRESPONSIVE
-                if least < 0 or key < least:
-                    choice, least, choice_used = worker, key, None
-                elif key == least:
-                    if choice_used is None:
-                        choice_used = last_used.get(choice, -1)
-                    used = last_used.get(worker, -1)
-                    if used < choice_used:
-                        choice, choice_used = worker, used
+                    continue
+                if not found:
+                    choice, found = worker, True
+                    continue
+                if choice_used is None:
+                    choice_used = last_used.get(choice.int, -1)
+                used = last_used.get(worker.int, -1)
+                if used < choice_used:
+                    choice, choice_used = worker, used
+            if not found:
+                choice = self._rank_all(workers)
         self._uses += 1
-        self._last_used[choice] = self._uses
+        self._last_used[choice.int] = self._uses
         if (tracer := node.tracer) is not None:
             tracer.record(
                 kinds.WORKER_CHOSEN,
@@ -129,6 +137,29 @@ class ServiceClient:
                 peer=choice,
                 peer_name=node.peer_name(choice),
             )
+        return choice
+
+    def _rank_all(self, workers: list[UUID]) -> UUID:
+        """The first attempt's ranking over every worker, as one int each
+        (unresponsive above any load), the last use looked up only to break
+        a tie: for when no least loaded worker is responsive."""
+        load, last_used = self._router.load, self._last_used
+        responsive = self._router.node.peer_is_responsive
+        choice = workers[0]
+        least = -1
+        choice_used: int | None = None
+        for worker in workers:
+            key = load.get(worker.int, 0)
+            if not responsive(worker):
+                key += _UNRESPONSIVE
+            if least < 0 or key < least:
+                choice, least, choice_used = worker, key, None
+            elif key == least:
+                if choice_used is None:
+                    choice_used = last_used.get(choice.int, -1)
+                used = last_used.get(worker.int, -1)
+                if used < choice_used:
+                    choice, choice_used = worker, used
         return choice
 
     def statistics(self) -> dict[str, dict[str, Any]]:

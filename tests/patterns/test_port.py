@@ -236,6 +236,32 @@ async def test_a_request_for_a_service_nobody_here_offers_is_counted_unserved() 
                 assert (shared.unserved, shared.malformed, server.received) == (1, 1, 1)
 
 
+async def test_envelopes_in_a_version_this_node_does_not_speak_are_warned_of_at_most_every_10_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An operator hears that a peer is on a newer envelope (its requests only time out here),
+    once every 10 s however many come; other malformed traffic stays at debug."""
+    port = free_udp_port()
+    newer = proto.TAG + bytes([9, 1]) + (1).to_bytes(8, "big")
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("w", beacon_port=port, **FAST) as w,
+            patterns.open_server(w, answering(b"a"), service="a"),
+            trizre.open_node("c", beacon_port=port, **FAST) as c,
+        ):
+            await c.wait_for_peer("w")
+            caplog.set_level("WARNING", logger="trizre.patterns")
+            await c.whisper(w.uuid, b"TZRP\x09")  # malformed: no whole header, no version
+            for _ in range(5):
+                await c.whisper(w.uuid, newer + b"a", b"x")
+            assert len(await _requests_and_replies(c, w, "a", 1)) == 1  # read after them all
+            logged = [r.getMessage() for r in caplog.records]
+            warned = [m for m in logged if "envelope version" in m]
+            assert len(warned) == 1, warned
+            assert "envelope version 9" in warned[0]
+            assert "this node speaks versions 1, 2" in warned[0]
+
+
 # ================================================ the trace, from the cores' decisions
 
 _PATTERN_KINDS = {

@@ -42,6 +42,7 @@ it) carries over, in order.  Ports are per Trio run.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, final
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
 __all__ = ["PatternPort", "open_port"]
 
 log = logging.getLogger("trizre.patterns")
+
+VERSION_WARNING_INTERVAL = 10.0
+"""Seconds between two warnings of envelopes in a version this node does not speak."""
 
 
 class _Server(Protocol):
@@ -98,6 +102,7 @@ class PatternPort:
         self._listeners: list[_Listener] = []
         self.decoded = 0
         self.malformed = 0
+        self._version_warned_at = -math.inf
         self.unserved = 0
         self.closed = False  # the node stopped: no event will come
         self._hosts: list[trio.Nursery] = []
@@ -176,6 +181,31 @@ class PatternPort:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
+    def _drop_malformed(self, peer: UUID, head: bytes, exc: proto.PatternDecodeError) -> None:
+        """Log a dropped envelope: at debug, but an unknown version as a warning.
+
+        Another version is what an operator must hear of (a peer upgraded
+        past this node: its requests would only time out); at most one
+        warning every 10 s, as any peer can send such frames.
+        """
+        version = head[4] if len(head) >= proto.HEADER_SIZE else None  # a whole header's
+        if (
+            version is not None
+            and version not in proto.VERSIONS
+            and (now := trio.current_time()) >= self._version_warned_at + VERSION_WARNING_INTERVAL
+        ):
+            self._version_warned_at = now
+            log.warning(
+                "%s: dropping pattern traffic in envelope version %d from %s: this node "
+                "speaks versions %s (upgrade this node, or that peer's is too new)",
+                self.node.name,
+                version,
+                peer,
+                ", ".join(map(str, sorted(proto.VERSIONS))),
+            )
+            return
+        log.debug("dropping malformed pattern traffic from %s: %s", peer, exc)
+
     # ---------------------------------------------------------------- routing
 
     def dispatch(self, event: object) -> None:
@@ -212,7 +242,7 @@ class PatternPort:
                 message = proto.decode(frames)
             except proto.PatternDecodeError as exc:
                 self.malformed += 1
-                log.debug("dropping malformed pattern traffic from %s: %s", event.peer, exc)
+                self._drop_malformed(event.peer, frames[0], exc)
                 return
             if message is None:
                 return  # application traffic: not ours

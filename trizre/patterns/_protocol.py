@@ -39,6 +39,7 @@ import attrs
 from ._errors import PatternError
 
 __all__ = [
+    "HEADER_SIZE",
     "TAG",
     "VERSION",
     "VERSIONS",
@@ -176,7 +177,8 @@ REQUEST_OCTET: Final = _REQUEST
 _REPLY: Final = int(Command.REPLY)
 _STATE: Final = int(Command.STATE)
 _ACCEPTED: Final = int(Command.ACCEPTED)
-_HEADER_SIZE: Final = _HEADER.size
+HEADER_SIZE: Final = _HEADER.size  # frame 0 begins with it: "TZRP", version, command, id
+_HEADER_SIZE: Final = HEADER_SIZE
 
 
 def _header(version: int, command: int, request_id: int) -> bytes:

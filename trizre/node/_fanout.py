@@ -226,8 +226,23 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
             # Empty (or ended): asked before, not through get_nowait's
             # WouldBlock, whose raise cost a round trip's reader ~0.4 us.
             self._unyielded = 0
+            lead = self._fanout.lead
             try:
-                return await queue.wait_get(self._fanout.lead)
+                if lead is None or queue.idle is not None:
+                    return await queue.wait_get(lead)
+                # The common wait (a lead, no idle timeout): _led_get's loop
+                # here, not two coroutines deeper, since every frame of the
+                # chain is resumed on each wake-up (issue 28).
+                items = queue._items
+                checked = True  # cancellation, just above: the first drive skips it
+                while not items:
+                    if queue.closed:
+                        await cancel_shielded_checkpoint()
+                        raise queue.ended()
+                    if not await lead.drive(queue, checked):
+                        await queue._getters.wait()
+                    checked = False
+                return queue.get_nowait()
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
         event = queue.get_nowait()  # fast path: no waiting, so no coroutine either

@@ -114,7 +114,7 @@ class InboxLead:
 
     # ------------------------------------------------------------ subscriber
 
-    async def drive(self, queue: _Queue) -> bool:
+    async def drive(self, queue: _Queue, checked: bool = False) -> bool:
         """Read the inbox for ``queue``'s waiting reader, if the lead may be its.
 
         Returns ``False`` at once (no schedule point, nothing done) when it
@@ -124,6 +124,8 @@ class InboxLead:
         and handling what it read (maybe nothing queued: a PING, or an
         event queued from elsewhere ended the wait).  Cancellation: nothing
         was read, or what was read is handled (queued, or the reader's).
+        ``checked``: the caller saw no cancellation since its last schedule
+        point, so the inbox need not look again.
         """
         if self.closed or self._fanout.sole() is not queue:
             return False
@@ -138,7 +140,7 @@ class InboxLead:
         self._state = _DRIVER
         queue.waker = inbox.interrupt
         try:
-            batch = await inbox.receive_batch(min(self._batch, queue.limit))
+            batch = await inbox.receive_batch(min(self._batch, queue.limit), checked=checked)
         except trio.ClosedResourceError:
             queue.waker = None
             self.closed = True  # the node stopped: its Stop comes through the queue

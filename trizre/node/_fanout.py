@@ -66,22 +66,19 @@ class _Queue(BoundedQueue[Event]):
     more events and drops any offered: its reader drains it, then ends.
     """
 
-    __slots__ = ("idle", "overflow", "overflowed", "waker")
+    __slots__ = ("idle", "limit", "overflow", "overflowed", "waker")
 
     def __init__(self, limit: int, overflow: Overflow, idle: float | None = None) -> None:
         # Wake a waiting publisher only once half the buffer is free: waking
         # it per event makes the two tasks swap places on every message.
         super().__init__(limit, low_water=limit // 2)
+        self.limit: Final = limit  # an attribute, not a property: read on every drive
         self.idle = idle
         self.overflow = overflow
         self.overflowed = False
         # While its reader waits on the node's inbox instead (see _lead.py):
         # what ends that wait when an event comes from elsewhere.
         self.waker: Callable[[], None] | None = None
-
-    @property
-    def limit(self) -> int:
-        return int(self._limit)
 
     def wake_getters(self) -> None:
         """Wake its waiting readers to look again (the inbox is theirs to read)."""
@@ -222,7 +219,7 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
     async def __anext__(self) -> Event:
         await checkpoint_if_cancelled()
         queue = self._queue
-        if not queue:
+        if not queue._items:
             # Empty (or ended): asked before, not through get_nowait's
             # WouldBlock, whose raise cost a round trip's reader ~0.4 us.
             self._unyielded = 0

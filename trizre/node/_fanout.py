@@ -305,18 +305,20 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
 class Fanout:
     """The publishing side: the node owns one and publishes every event to it."""
 
-    __slots__ = ("_queues", "closed", "lead")
+    __slots__ = ("_queues", "closed", "lead", "sole")
 
     def __init__(self) -> None:
         self._queues: list[_Queue] = []
         self.closed = False
         # The node's inbox lead, if its sole subscriber may read the inbox.
         self.lead: InboxLead | None = None
+        # The one subscriber's buffer, if there is exactly one: kept with
+        # _queues (_counted), since the lead asks on every message.
+        self.sole: _Queue | None = None
 
-    def sole(self) -> _Queue | None:
-        """The one subscriber's buffer, if there is exactly one."""
+    def _counted(self) -> None:
         queues = self._queues
-        return queues[0] if len(queues) == 1 else None
+        self.sole = queues[0] if len(queues) == 1 else None
 
     def subscribe(
         self, max_buffer: int, overflow: Overflow, idle_timeout: float | None = None
@@ -340,6 +342,7 @@ class Fanout:
             queue.end(Stop())
         else:
             self._queues.append(queue)
+            self._counted()
             if self.lead is not None:
                 self.lead.subscribers_changed()
         stream = EventStream(self, queue)
@@ -354,6 +357,7 @@ class Fanout:
         queue.end()
         if queue in self._queues:
             self._queues.remove(queue)
+            self._counted()
 
     def publish_nowait(self, event: Event) -> bool:
         """Deliver to every subscriber at once, or to none.
@@ -396,6 +400,7 @@ class Fanout:
         # Subscribers cut off for overflowing need no more offers.
         if any(queue.closed for queue in self._queues):
             self._queues = [queue for queue in self._queues if not queue.closed]
+            self._counted()
             if self.lead is not None:
                 self.lead.subscribers_changed()
 
@@ -405,3 +410,4 @@ class Fanout:
         for queue in self._queues:
             queue.end(Stop())
         self._queues.clear()
+        self._counted()

@@ -575,3 +575,31 @@ def test_bad_idle_timeout_raises_value_error(idle: float) -> None:
 def test_idle_timeout_of_another_type_raises_type_error(idle: object) -> None:
     with pytest.raises(TypeError, match="idle_timeout"):
         Fanout().subscribe(1, "block", idle_timeout=idle)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ the sole subscriber
+
+
+async def test_sole_follows_every_change_of_the_subscribers() -> None:
+    # The inbox's lead reads it on every message (an attribute, issue 28):
+    # it must follow subscribing, unsubscribing, cutting off and closing.
+    with trio.fail_after(5):
+        fanout = Fanout()
+        assert fanout.sole is None
+        a = fanout.subscribe(10, "block")
+        assert fanout.sole is a._queue
+        b = fanout.subscribe(1, "raise")
+        assert fanout.sole is None
+        events = joins(2)
+        assert fanout.publish_nowait(events[0])
+        assert fanout.publish_nowait(events[1])  # b overflows: cut off, pruned
+        assert fanout.sole is a._queue
+        with pytest.raises(EventsOverflowed):
+            await drain(b)
+        c = fanout.subscribe(10, "block")
+        assert fanout.sole is None
+        await c.aclose()
+        assert fanout.sole is a._queue
+        fanout.close()
+        assert fanout.sole is None
+        assert await drain(a) == [*events, Stop()]

@@ -135,6 +135,46 @@ async def test_a_cancelled_receive_loses_no_message() -> None:
             assert got == [b"%d" % i for i in range(40)] + [b"end"]  # once each, in order
 
 
+def _awaiting(task: trio.lowlevel.Task) -> list[str]:
+    """The qualified names of the coroutines a parked task is inside, outermost first."""
+    names: list[str] = []
+    coro: Any = task.coro
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_qualname)
+        coro = coro.cr_await
+    return names
+
+
+async def test_a_lone_subscriber_waits_on_the_inbox_two_coroutines_below_its_read() -> None:
+    # Every coroutine between the read and the socket is resumed on each
+    # wake-up (issue 28): the stream's read drives the lead, which waits
+    # on the socket, with nothing forwarding in between.
+    with trio.fail_after(30):
+        async with tcp_pair() as (a, b, peer), trio.open_nursery() as nursery:
+            events = b.events()
+            for i in range(3):  # the reader hands the lead to the subscriber that asked
+                await a.whisper(peer, b"%d" % i)
+                await next_event(events, Whisper)
+            got: list[trizre.Event] = []
+
+            async def take() -> None:
+                got.append(await events.__anext__())
+
+            nursery.start_soon(take)
+            await trio.testing.wait_all_tasks_blocked()  # it waits on the inbox
+            (task,) = [t for t in nursery.child_tasks if t.name.endswith("take")]
+            names = _awaiting(task)
+            read = names.index("EventStream.__anext__")
+            socket = names.index("ZSocket.receive_batch")
+            assert names[read : socket + 1] == [
+                "EventStream.__anext__",
+                "InboxLead.drive",
+                "ZSocket.receive_batch",
+            ]
+            await a.whisper(peer, b"x")
+        assert isinstance(got[0], Whisper)
+
+
 async def test_two_subscribers_see_everything_as_the_lead_changes_hands() -> None:
     with trio.fail_after(30):
         async with tcp_pair() as (a, b, peer):

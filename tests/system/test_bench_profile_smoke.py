@@ -119,6 +119,13 @@ def test_task_steps_counts_steps_a_request_by_task() -> None:
 
 
 def test_roundtrip_cpu_reports_cpu_and_steps_a_round_trip() -> None:
-    out = _run("roundtrip_cpu.py", "--round-trips", "300", "--steps")
+    out = _run("roundtrip_cpu.py", "--round-trips", "300", "--steps", "--calls")
     assert re.search(r"^cpu/round-trip thread [\d.]+ us, process [\d.]+ us$", out, re.M), out
     assert re.search(r"^task steps/round-trip [\d.]+$", out, re.M), out
+    assert re.search(r"^python calls/round-trip [\d.]+, C calls [\d.]+$", out, re.M), out
+
+
+def test_flood_calls_reports_calls_a_message() -> None:
+    for args in ((), ("--nowait",)):
+        out = _run("flood_calls.py", "--messages", "300", *args)
+        assert re.search(r"^python calls/message [\d.]+, C calls [\d.]+ \(", out, re.M), out

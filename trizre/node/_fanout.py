@@ -66,22 +66,19 @@ class _Queue(BoundedQueue[Event]):
     more events and drops any offered: its reader drains it, then ends.
     """
 
-    __slots__ = ("idle", "overflow", "overflowed", "waker")
+    __slots__ = ("idle", "limit", "overflow", "overflowed", "waker")
 
     def __init__(self, limit: int, overflow: Overflow, idle: float | None = None) -> None:
         # Wake a waiting publisher only once half the buffer is free: waking
         # it per event makes the two tasks swap places on every message.
         super().__init__(limit, low_water=limit // 2)
+        self.limit: Final = limit  # an attribute, not a property: read on every drive
         self.idle = idle
         self.overflow = overflow
         self.overflowed = False
         # While its reader waits on the node's inbox instead (see _lead.py):
         # what ends that wait when an event comes from elsewhere.
         self.waker: Callable[[], None] | None = None
-
-    @property
-    def limit(self) -> int:
-        return int(self._limit)
 
     def wake_getters(self) -> None:
         """Wake its waiting readers to look again (the inbox is theirs to read)."""
@@ -222,12 +219,27 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
     async def __anext__(self) -> Event:
         await checkpoint_if_cancelled()
         queue = self._queue
-        if not queue:
+        if not queue._items:
             # Empty (or ended): asked before, not through get_nowait's
             # WouldBlock, whose raise cost a round trip's reader ~0.4 us.
             self._unyielded = 0
+            lead = self._fanout.lead
             try:
-                return await queue.wait_get(self._fanout.lead)
+                if lead is None or queue.idle is not None:
+                    return await queue.wait_get(lead)
+                # The common wait (a lead, no idle timeout): _led_get's loop
+                # here, not two coroutines deeper, since every frame of the
+                # chain is resumed on each wake-up (issue 28).
+                items = queue._items
+                checked = True  # cancellation, just above: the first drive skips it
+                while not items:
+                    if queue.closed:
+                        await cancel_shielded_checkpoint()
+                        raise queue.ended()
+                    if not await lead.drive(queue, checked):
+                        await queue._getters.wait()
+                    checked = False
+                return queue.get_nowait()
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
         event = queue.get_nowait()  # fast path: no waiting, so no coroutine either
@@ -293,18 +305,20 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
 class Fanout:
     """The publishing side: the node owns one and publishes every event to it."""
 
-    __slots__ = ("_queues", "closed", "lead")
+    __slots__ = ("_queues", "closed", "lead", "sole")
 
     def __init__(self) -> None:
         self._queues: list[_Queue] = []
         self.closed = False
         # The node's inbox lead, if its sole subscriber may read the inbox.
         self.lead: InboxLead | None = None
+        # The one subscriber's buffer, if there is exactly one: kept with
+        # _queues (_counted), since the lead asks on every message.
+        self.sole: _Queue | None = None
 
-    def sole(self) -> _Queue | None:
-        """The one subscriber's buffer, if there is exactly one."""
+    def _counted(self) -> None:
         queues = self._queues
-        return queues[0] if len(queues) == 1 else None
+        self.sole = queues[0] if len(queues) == 1 else None
 
     def subscribe(
         self, max_buffer: int, overflow: Overflow, idle_timeout: float | None = None
@@ -328,6 +342,7 @@ class Fanout:
             queue.end(Stop())
         else:
             self._queues.append(queue)
+            self._counted()
             if self.lead is not None:
                 self.lead.subscribers_changed()
         stream = EventStream(self, queue)
@@ -342,6 +357,7 @@ class Fanout:
         queue.end()
         if queue in self._queues:
             self._queues.remove(queue)
+            self._counted()
 
     def publish_nowait(self, event: Event) -> bool:
         """Deliver to every subscriber at once, or to none.
@@ -384,6 +400,7 @@ class Fanout:
         # Subscribers cut off for overflowing need no more offers.
         if any(queue.closed for queue in self._queues):
             self._queues = [queue for queue in self._queues if not queue.closed]
+            self._counted()
             if self.lead is not None:
                 self.lead.subscribers_changed()
 
@@ -393,3 +410,4 @@ class Fanout:
         for queue in self._queues:
             queue.end(Stop())
         self._queues.clear()
+        self._counted()

@@ -81,6 +81,7 @@ class InboxLead:
         "_latch",
         "_local",
         "_park",
+        "_park_due",
         "_released",
         "_state",
         "_take",
@@ -104,17 +105,18 @@ class InboxLead:
         self._state = _READER
         self._released = -math.inf  # when a subscriber last gave the lead back
         self._park: trio.CancelScope | None = None  # the reader's wait, while it waits
+        self._park_due = math.inf  # its deadline, kept here: a scope's is a property
         self._latch = Latch()  # wakes the reader
         self.wanted = False  # the sole subscriber asked for the lead the reader holds
         self.closed = False  # the inbox closed: the node stopped
 
     def _may_drive(self) -> bool:
         local = self._local
-        return self._fanout.sole() is not None and (local is None or not local.links)
+        return self._fanout.sole is not None and (local is None or not local.links)
 
     # ------------------------------------------------------------ subscriber
 
-    async def drive(self, queue: _Queue) -> bool:
+    async def drive(self, queue: _Queue, checked: bool = False) -> bool:
         """Read the inbox for ``queue``'s waiting reader, if the lead may be its.
 
         Returns ``False`` at once (no schedule point, nothing done) when it
@@ -124,8 +126,10 @@ class InboxLead:
         and handling what it read (maybe nothing queued: a PING, or an
         event queued from elsewhere ended the wait).  Cancellation: nothing
         was read, or what was read is handled (queued, or the reader's).
+        ``checked``: the caller saw no cancellation since its last schedule
+        point, so the inbox need not look again.
         """
-        if self.closed or self._fanout.sole() is not queue:
+        if self.closed or self._fanout.sole is not queue:
             return False
         if self._local is not None and self._local.links:
             if self._state == _FREE:
@@ -138,7 +142,7 @@ class InboxLead:
         self._state = _DRIVER
         queue.waker = inbox.interrupt
         try:
-            batch = await inbox.receive_batch(min(self._batch, queue.limit))
+            batch = await inbox.receive_batch(min(self._batch, queue.limit), checked=checked)
         except trio.ClosedResourceError:
             queue.waker = None
             self.closed = True  # the node stopped: its Stop comes through the queue
@@ -168,8 +172,8 @@ class InboxLead:
         self._released = now
         if not self._may_drive():
             self._latch.wake()
-        elif (park := self._park) is not None and park.deadline == math.inf:
-            park.deadline = now + GRACE
+        elif (park := self._park) is not None and self._park_due == math.inf:
+            park.deadline = self._park_due = now + GRACE
 
     def hand_over(self) -> None:
         """The driver stops here: the lead is the reader's, with what the shell left it."""
@@ -204,6 +208,7 @@ class InboxLead:
             if not self._may_drive() or trio.current_time() >= due:
                 self._state = _READER
                 return True
+        self._park_due = due
         with trio.move_on_at(due) as self._park:
             await self._latch.wait()
         self._park = None
@@ -214,7 +219,7 @@ class InboxLead:
         if not self.wanted:
             return
         self.wanted = False
-        queue = self._fanout.sole()
+        queue = self._fanout.sole
         if queue is None or not self._may_drive():
             return
         self._state = _FREE

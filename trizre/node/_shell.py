@@ -393,9 +393,9 @@ class NodeShell:
         """
         by_route = self._core.by_route
         receive = self._receive
+        backlog = self._backlog
         for i, frames in enumerate(batch):
             peer = by_route.get(frames[0])
-            backlog = self._backlog
             if peer is None:
                 backlog.extend(batch[i:])  # a stranger: the reader greets it
             else:

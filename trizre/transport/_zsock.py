@@ -300,7 +300,9 @@ class ZSocket:
             # every idle socket (a link's monitor waits for its lifetime).
             await self._wait(_POLLIN)
 
-    async def receive_batch(self, max_messages: int = 256) -> list[list[bytes]]:
+    async def receive_batch(
+        self, max_messages: int = 256, *, checked: bool = False
+    ) -> list[list[bytes]]:
         """Wait until a message is ready, then return every ready message.
 
         Returns between 1 and ``max_messages`` multipart messages in arrival
@@ -319,11 +321,14 @@ class ZSocket:
         It returns an empty list only when :meth:`interrupt` ended its wait.
 
         Cancellation: if cancelled, no message was taken off the socket.
+        ``checked=True`` skips the cancellation check on entry, for a caller
+        that made it with no schedule point since (each costs a coroutine).
         Bad input: ``max_messages < 1`` raises ``ValueError``.
         """
         if max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
-        await trio.lowlevel.checkpoint_if_cancelled()
+        if not checked:
+            await trio.lowlevel.checkpoint_if_cancelled()
         self._interrupted = False  # meant for a wait, and this call has not waited yet
         zsock = self._zsock
         # pyzmq's recv_multipart, minus its per-call option conversions:
@@ -539,9 +544,13 @@ class ZSocket:
         if self._sent_this_turn:
             self._hold(frames)  # the flusher, due already, hands it over
             return True
+        # _after_op only when a task waits on this socket: a link's sends
+        # (a round trip's) have nobody waiting, and each call costs.
+        want = self._want
         if not self._corks:
             sent = self._send(frames)
-            self._after_op()
+            if want[_POLLIN] or want[_POLLOUT]:
+                self._after_op()
             return sent
         turns = self._turns_seen
         if turns is None:
@@ -556,7 +565,8 @@ class ZSocket:
             _flusher().schedule(self)
             return True
         sent = self._send(frames)
-        self._after_op()
+        if want[_POLLIN] or want[_POLLOUT]:
+            self._after_op()
         if sent:
             # Remembered, not scheduled: a turn that sends one message
             # costs no flusher step (a round trip's send is such a turn).
@@ -704,13 +714,17 @@ class ZSocket:
                     # A wake-up (see _wake_waiters): the caller looks again.
                 finally:
                     self._fd_owned = False
-                    if self._lot:  # an empty lot's unpark_all costs ~0.5 us
+                    # Those parked on the lot are counted in _want beside us:
+                    # asked so, not through the lot's __bool__ or an empty
+                    # lot's unpark_all (~0.5 us), both Python calls.
+                    if self._want[_POLLIN] + self._want[_POLLOUT] > 1:
                         self._lot.unpark_all()
         except trio.ClosedResourceError:
             raise trio.ClosedResourceError("the zmq socket was closed") from None
         finally:
             self._want[event] -= 1
-        self._check_open()
+        if self._closed:
+            self._check_open()  # raises
 
     def _after_op(self) -> None:
         """Rule 2: after any zmq call, wake waiters whose event now holds."""

@@ -30,6 +30,7 @@ from tests.support.patterns import (
     running_router,
     stub_clients,
 )
+from tests.support.uuids import counting_uuids
 from tests.support.waiting import waiting
 from trizre.patterns import (
     BinaryStarClient,
@@ -865,17 +866,8 @@ def test_a_requests_load_bookkeeping_hashes_its_worker_once() -> None:
     """Issue 28: the load per worker is keyed by the worker's UUID as an int, so
     sending, answering and closing a request hashes the UUID once (the set of
     peers it went to), not five times through the Python-level ``UUID.__hash__``."""
-    hashed = 0
-
-    class CountingUUID(UUID):
-        __slots__ = ()
-
-        def __hash__(self) -> int:
-            nonlocal hashed
-            hashed += 1
-            return super().__hash__()
-
-    worker = CountingUUID(int=0xD)
+    make, hashed = counting_uuids()
+    worker = make(0xD)
     router = ReplyRouter(object())  # type: ignore[arg-type]
     pending = router.open(7, "echo")
     router.send_to(pending, worker)
@@ -884,4 +876,4 @@ def test_a_requests_load_bookkeeping_hashes_its_worker_once() -> None:
     assert pending.reply == Reply(7, 200, (b"ok",)) and router.outstanding(worker) == 0
     router.close(7)
     assert router.load == {}
-    assert hashed == 1  # pending.sent_to.add
+    assert hashed() == 1  # pending.sent_to.add

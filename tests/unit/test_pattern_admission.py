@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.uuids import counting_uuids
 from trizre.patterns._admission import (
     AcceptDue,
     Admission,
@@ -232,24 +233,13 @@ def test_holding_a_request_hashes_no_uuid() -> None:
     """Issue 28: the held requests are keyed by the client's UUID as an int, so
     admitting, holding and releasing a request makes no Python-level
     ``UUID.__hash__`` call (there were five a request); a retry is still found."""
-    hashed = 0
-
-    class CountingUUID(UUID):
-        __slots__ = ()
-
-        def __hash__(self) -> int:
-            nonlocal hashed
-            hashed += 1
-            return super().__hash__()
-
-    peer = CountingUUID(int=0xC)
+    make, hashed = counting_uuids()
+    peer = make(0xC)
     core = Admission(capacity=4, accept_after=0.1)
     first = request(1, peer)
     assert isinstance(core.admit(first, now=1.0), Admitted)
-    assert core.admit(request(1, CountingUUID(int=0xC)), now=1.01) == HeldAgain(
-        request(1, CountingUUID(int=0xC))
-    )
+    assert core.admit(request(1, make(0xC)), now=1.01) == HeldAgain(request(1, make(0xC)))
     assert core.admit(request(1, B), now=1.02) == Admitted(request(1, B), 1.12)  # another client
     core.finished(first, Reply(1, 200), now=1.05)
     assert core.held == 1
-    assert hashed == 0
+    assert hashed() == 0

@@ -48,14 +48,9 @@ NODE_OPTIONS: dict[str, Any] = {
     "evasive_timeout": 15.0,
     "expired_timeout": 45.0,
     "beacons_refresh": True,  # an idle mesh then sends no PINGs at all
-    "new_peers_per_source": 1000.0,
 }
 """A big mesh: slower beacons (500 nodes beaconing every 2 s is 125,000
-beacons/s delivered in all), and presence proven by beacons, not PINGs.
-Every node of the run beacons from 127.0.0.1, so the per-source budget
-(20 new peers a second after 64, against one forger's many UUIDs) would
-hold a 500-node mesh back by design and log each refusal; the global
-budget (``max_pending_peers``) still bounds the handshakes at once."""
+beacons/s delivered in all), and presence proven by beacons, not PINGs."""
 
 PAIR = ("n01-0", "n02-0")
 BSTAR_HEARTBEAT = 1.0

@@ -208,6 +208,26 @@ class PatternPort:
 
     # ---------------------------------------------------------------- routing
 
+    def _route_request(
+        self,
+        event: Whisper,
+        request_id: int,
+        service: str,
+        body: tuple[bytes, ...],
+        version: int,
+    ) -> None:
+        """Hand a decoded REQUEST to its service's servers, one object for all of them."""
+        servers = self._servers.get(service)
+        if servers is None:
+            self.unserved += 1
+            log.debug("no server here for %r (request from %s)", service, event.peer)
+            return
+        request = new_incoming(
+            event.peer, event.name, request_id, service, body=body, version=version
+        )
+        for server in servers:
+            server.receive(request)
+
     def dispatch(self, event: object) -> None:
         """Route one node event; never waits."""
         if isinstance(event, Whisper):
@@ -220,23 +240,9 @@ class PatternPort:
             ):
                 # A version-2 request, the commonest: decoded in one pass
                 # into what its servers keep (no Request in between).
-                request_id, service = fields
                 self.decoded += 1
-                servers = self._servers.get(service)
-                if servers is None:
-                    self.unserved += 1
-                    log.debug("no server here for %r (request from %s)", service, event.peer)
-                    return
-                request = new_incoming(
-                    event.peer,
-                    event.name,
-                    request_id,
-                    service,
-                    body=tuple(frames[1:]),
-                    version=proto.VERSION,
-                )
-                for server in servers:
-                    server.receive(request)
+                request_id, service = fields
+                self._route_request(event, request_id, service, tuple(frames[1:]), proto.VERSION)
                 return
             try:
                 message = proto.decode(frames)
@@ -248,23 +254,9 @@ class PatternPort:
                 return  # application traffic: not ours
             self.decoded += 1
             if isinstance(message, proto.Request):
-                servers = self._servers.get(message.service)
-                if servers is None:
-                    self.unserved += 1
-                    log.debug(
-                        "no server here for %r (request from %s)", message.service, event.peer
-                    )
-                    return
-                request = new_incoming(
-                    event.peer,
-                    event.name,
-                    message.request_id,
-                    message.service,
-                    body=message.body,
-                    version=message.version,
+                self._route_request(
+                    event, message.request_id, message.service, message.body, message.version
                 )
-                for server in servers:
-                    server.receive(request)
             elif isinstance(message, proto.Reply | proto.Accepted):
                 claim = self._claims.get(message.request_id)
                 if claim is None:

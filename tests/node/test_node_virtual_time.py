@@ -396,6 +396,55 @@ async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
             assert not any(u in node._peers for u in newcomers)
 
 
+async def test_a_clock_pass_looks_only_at_the_peers_whose_time_came(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 (500 nodes): N peers going quiet one after another must not cost N² looks.
+
+    Each pass comes at one peer's deadline; looking at every peer on each
+    made a big idle mesh spend most of its CPU on peers with nothing due.
+    Their times must still hold: each is PINGed, reported and expired on time.
+    """
+    n = 200
+    polled = itertools.count()
+    poll = PeerProtocol.poll
+
+    def counting(self: PeerProtocol, now: float) -> Any:
+        next(polled)
+        return poll(self, now)
+
+    monkeypatch.setattr(PeerProtocol, "poll", counting)
+    port = free_udp_port()
+    with trio.fail_after(120):
+        async with (
+            trizre.open_node("n", beacon_port=port, **MEMORY) as node,  # evasive 5 s, expired 30 s
+            AsyncExitStack() as stack,
+        ):
+            events = node.events(max_buffer=4 * n)
+            raws = [await stack.enter_async_context(memory_raw_peer(node)) for _ in range(n)]
+            for raw in raws:
+                await raw.hello()
+            for _ in range(n):
+                assert type(await events.receive()) is trizre.Enter
+            before = next(polled)
+            quiet: dict[uuid.UUID, float] = {}
+            for raw in raws:  # one after another: n different deadlines
+                raw.deaf()
+                quiet[raw.uuid] = trio.current_time()
+                await trio.sleep(0.01)
+            exits: dict[uuid.UUID, float] = {}
+            async for event in events:
+                if type(event) is trizre.Exit:
+                    exits[event.peer] = trio.current_time()
+                    if len(exits) == n:
+                        break
+            assert exits == {peer: quiet[peer] + 30.0 for peer in quiet}
+            # A handful of looks a peer (PING, Evasive, Silent, PINGs, expiry),
+            # not one a pass: a pass for every peer looking at all was ~n².
+            looks = next(polled) - before
+            assert looks < 12 * n, looks
+
+
 async def test_a_peer_that_greets_starts_its_count_of_missed_handshakes_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

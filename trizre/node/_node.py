@@ -444,7 +444,7 @@ class Node(NodeShell):
         answered = protocol.pongs
         start = trio.current_time()
         protocol.queue(wire.Ping(0, version=protocol.version))
-        session.flush()
+        self._flush(session)
         self._pinging += 1
         try:
             while protocol.pongs == answered:

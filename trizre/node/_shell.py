@@ -111,6 +111,9 @@ class NodeShell:
         self._deafness = Deafness()
         self._readers = TaskSet()  # the inbox readers' tasks
         self._planned_deaf = False  # the clock's sleep was planned while deaf
+        # Peers whose queued messages found their link full: the clock's
+        # every pass tries them again.
+        self._stuck: dict[UUID, PeerSession] = {}
         self._curve = config.curve
         self._watch_links = config.watch_links  # issue 25; off: issue 28
         allowed = config.curve_allow
@@ -194,7 +197,7 @@ class NodeShell:
     def _do(self, action: Action[PeerSession]) -> None:
         """Carry out one action that needs no waiting (all but Publish, Connect)."""
         if type(action) is Flush:
-            action.peer.flush()
+            self._flush(action.peer)
         elif type(action) is WakeAt:
             self._presence_due(action.at)
         elif type(action) is Drop:
@@ -240,7 +243,7 @@ class NodeShell:
             # The clock removes a peer whose node closed our link: at once,
             # not at its next pass (issue 25: nothing sent after is taken
             # silently).
-            link.on_close = lambda: self._presence_due(trio.current_time())
+            link.on_close = lambda: self._look_soon(connect.uuid)
         else:
             curve: CurveClient | None = None
             if (cert := self._curve) is not None:
@@ -267,6 +270,8 @@ class NodeShell:
         peer = PeerSession(self._core.protocol_for(connect, now), link, self._sent)
         for action in self._core.add(peer, now):
             self._do(action)
+        if self._deafness.deaf:
+            self._planned_deaf = True  # its time took the whole credit
         return peer
 
     def _dropped(self, drop: Drop[PeerSession]) -> None:
@@ -500,6 +505,13 @@ class NodeShell:
         elif at < sleep.deadline:
             sleep.deadline = at
 
+    def _look_soon(self, peer_uuid: UUID) -> None:
+        """Have the clock look at this peer now (its in-process link was closed)."""
+        if (peer := self._core.peers.get(peer_uuid)) is not None:
+            now = trio.current_time()
+            self._core.due.schedule(peer_uuid, peer, now)
+            self._presence_due(now)
+
     def _pongs_of(self, peer_uuid: UUID) -> int | None:
         found = self._core.peers.get(peer_uuid)
         return None if found is None else found.protocol.pongs
@@ -509,53 +521,78 @@ class NodeShell:
         # fresh Event is made before each pass, so a peer added while the
         # pass awaits (publishing, removing) still wakes the next wait.
         core = self._core
+        due, stuck = core.due, self._stuck
         while True:
             self._presence_wakeup = wakeup = trio.Event()
             now = trio.current_time()
             if now >= core.deadline():
                 await self._apply(core.poll(now, self._pongs_of))
-            # In-process peers that read are skipped below: look again then.
-            deadline = min(now + self._config.evasive_timeout, core.deadline())
-            for peer in list(core.peers.values()):
-                protocol, link = peer.protocol, peer.link
-                if protocol.has_queued:
-                    peer.flush()  # what found the link full earlier
-                if link.closed:
-                    # Only an in-process peer's node closes our link: it
-                    # stopped without a GOODBYE to us, having dropped us.
-                    await self._remove_peer(peer, ExitReason.GOODBYE)
-                    continue
-                seen = link.liveness(now)
-                if seen == now:
-                    protocol.heard(now)  # its node reads: alive, nothing can be due
-                    continue
-                if seen is not None and seen > protocol.presence.last_heard:
-                    protocol.heard(seen)
-                events = protocol.poll(now)
-                if protocol.has_queued:
-                    peer.flush()  # PINGs
-                for event in events:
-                    if self._tracer is not None:
-                        self._trace(peer, event)
-                    await self._publish(event)
-                if protocol.ended is not None:
-                    if protocol.ended is ExitReason.EXPIRED and protocol.detail:
-                        # Its beacons arrive but its link is deaf: worth an
-                        # operator's eye (libzmq dropped what it carried).
-                        self._log_rarely(
-                            "deaf-link",
-                            logging.WARNING,
-                            f"peer {peer.uuid} ({protocol.name}) removed: {protocol.detail}; "
-                            "linking again at its next beacon",
-                        )
-                    await self._remove_peer(peer, protocol.ended, protocol.detail)
-                else:
-                    deadline = min(deadline, protocol.deadline())
-            deadline = min(deadline, core.deadline())  # peers removed above may have set it
+            if self._planned_deaf:
+                # Times planned while deaf took the whole credit: all look again.
+                visit = list(core.peers.values())
+            else:
+                visit = due.pop(now)
+                if stuck:
+                    visit = list({peer.uuid: peer for peer in (*visit, *stuck.values())}.values())
+            for peer in visit:
+                await self._look_at(peer, now)
+            deadline = min(now + self._config.evasive_timeout, core.deadline(), due.next())
             self._planned_deaf = self._deafness.deaf
             with trio.move_on_at(deadline) as self._presence_sleep:
                 await wakeup.wait()
             self._presence_sleep = None
+
+    async def _look_at(self, peer: PeerSession, now: float) -> None:
+        """One peer's turn in a clock pass: its presence and its queue.
+
+        It is scheduled again at its next deadline, unless it ended.
+        """
+        core = self._core
+        if core.peers.get(peer.uuid) is not peer:
+            self._stuck.pop(peer.uuid, None)
+            return  # removed since it was due
+        protocol, link = peer.protocol, peer.link
+        if protocol.has_queued:
+            self._flush(peer)  # what found the link full earlier
+        if link.closed:
+            # Only an in-process peer's node closes our link: it
+            # stopped without a GOODBYE to us, having dropped us.
+            await self._remove_peer(peer, ExitReason.GOODBYE)
+            return
+        seen = link.liveness(now)
+        if seen == now:
+            protocol.heard(now)  # its node reads: alive, nothing can be due
+        else:
+            if seen is not None and seen > protocol.presence.last_heard:
+                protocol.heard(seen)
+            events = protocol.poll(now)
+            if protocol.has_queued:
+                self._flush(peer)  # PINGs
+            for event in events:
+                if self._tracer is not None:
+                    self._trace(peer, event)
+                await self._publish(event)
+            if protocol.ended is not None:
+                if protocol.ended is ExitReason.EXPIRED and protocol.detail:
+                    # Its beacons arrive but its link is deaf: worth an
+                    # operator's eye (libzmq dropped what it carried).
+                    self._log_rarely(
+                        "deaf-link",
+                        logging.WARNING,
+                        f"peer {peer.uuid} ({protocol.name}) removed: {protocol.detail}; "
+                        "linking again at its next beacon",
+                    )
+                await self._remove_peer(peer, protocol.ended, protocol.detail)
+                return
+        if core.peers.get(peer.uuid) is peer:  # publishing may have let it go
+            core.due.schedule(peer.uuid, peer, protocol.deadline())
+
+    def _flush(self, peer: PeerSession) -> None:
+        """Hand a peer's queued messages to its link; the clock's passes retry what did not fit."""
+        if peer.flush():
+            self._stuck.pop(peer.uuid, None)
+        else:
+            self._stuck[peer.uuid] = peer
 
     # ------------------------------------------------------------- beacons
 

@@ -27,6 +27,7 @@ from .._peer import Ballot, PeerEvent, PeerProtocol
 from .._presence import Deafness
 from ._actions import Action, Connect, Drop, Flush, Publish, S, Trim, WakeAt
 from ._admission import Admission, CoreRules, Voice
+from ._due import Due
 from ._groups import Group, Membership
 
 __all__ = ["NodeCore"]
@@ -97,6 +98,9 @@ class NodeCore(Generic[S]):
         self.trim_at = math.inf  # when to hand a dissolved crowd's memory back
         self._departed = 0  # peers forgotten since memory was last handed back
         self.elections = Elections(me, timeout=rules.election_timeout)
+        # When each peer's presence clock next needs a look (the shell's clock
+        # looks at those due and schedules them again).
+        self.due: Due[UUID, S] = Due()
         # Peers removed, by reason: every ExitReason a key (bounded), counted
         # in remove, the one place a peer leaves the table (statistics).
         self.dropped: dict[ExitReason, int] = dict.fromkeys(ExitReason, 0)
@@ -315,7 +319,7 @@ class NodeCore(Generic[S]):
         A TCP peer joins those waiting for HELLO; if there are
         ``max_pending_peers`` already, the oldest is dropped first.
         Returns those drops, then the flush of our HELLO and the peer's
-        first deadline.
+        first deadline (also scheduled in :attr:`due`).
         """
         self._voice.now = now
         actions: list[Action[S]] = []
@@ -335,7 +339,9 @@ class NodeCore(Generic[S]):
         self.peers[peer.uuid] = peer
         self.by_route[peer.protocol.route] = peer
         actions.append(Flush(peer))
-        actions.append(WakeAt(peer.protocol.deadline()))
+        deadline = peer.protocol.deadline()
+        self.due.schedule(peer.uuid, peer, deadline)
+        actions.append(WakeAt(deadline))
         return actions
 
     def handshake_for(self, peer_uuid: UUID) -> float:
@@ -378,6 +384,7 @@ class NodeCore(Generic[S]):
             self._missed_handshake(peer.uuid)
         del self.peers[peer.uuid]
         del self.by_route[protocol.route]
+        self.due.forget(peer.uuid)
         self.dropped[reason] += 1
         actions: list[Action[S]] = [Drop(peer, reason, detail)]
         self._settle(peer, now, actions)

@@ -82,6 +82,53 @@ async def test_two_nodes_meet_talk_and_part() -> None:
             await a_events.receive()
 
 
+async def test_a_shout_hashes_no_member_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a SHOUT reaches its members' sessions straight from the group.
+
+    ``uuid.UUID.__hash__`` is a Python call; looking each member up in the
+    peer table by UUID cost one a member on every SHOUT.  Over TCP links
+    (``--links tcp``) and in memory alike.
+    """
+    with trio.fail_after(20):
+        port = free_udp_port()
+        async with (
+            trizre.open_node("s", beacon_port=port, **FAST) as sender,
+            trio.open_nursery() as nursery,
+        ):
+            events = sender.events()
+            stop, all_in = trio.Event(), trio.Event()
+            received: list[trizre.Shout] = []
+
+            async def member(i: int) -> None:
+                async with trizre.open_node(f"m{i}", beacon_port=port, **FAST) as node:
+                    mine = node.events()
+                    await node.join("g")
+                    received.append(await next_event(mine, trizre.Shout))
+                    if len(received) == 3:
+                        all_in.set()
+                    await stop.wait()
+
+            for i in range(3):
+                nursery.start_soon(member, i)
+            while len(sender.peers_by_group("g")) < 3:
+                await next_event(events, trizre.Join)
+            hashed = 0
+            plain = uuid.UUID.__hash__
+
+            def counting(self: uuid.UUID) -> int:
+                nonlocal hashed
+                hashed += 1
+                return plain(self)
+
+            monkeypatch.setattr(uuid.UUID, "__hash__", counting)
+            await sender.shout("g", b"to all")  # the first: not a schedule point
+            monkeypatch.setattr(uuid.UUID, "__hash__", plain)
+            assert hashed == 0
+            await all_in.wait()
+            assert [e.frames for e in received] == [(b"to all",)] * 3
+            stop.set()
+
+
 async def test_ping_round_trips_between_nodes() -> None:
     with trio.fail_after(10):
         async with open_pair() as (a, b):

@@ -262,6 +262,31 @@ def test_groups_are_records_kept_by_joins_leaves_and_exits() -> None:
     assert core.groups == {}
 
 
+def test_a_groups_members_are_the_peer_tables_sessions() -> None:
+    """What a SHOUT sends to: each member's entry in the peer table, no UUID looked up.
+
+    Kept through JOIN, LEAVE, a peer that left and one that came back under
+    its UUID with a new session.
+    """
+    shell = make()
+    core = shell.core
+    session = entered(shell, groups=("a",))
+    other = entered(shell, OTHER, groups=("a", "b"))
+    assert list(core.member_peers("a")) == [session, other]
+    assert list(core.member_peers("b")) == [other] and list(core.member_peers("c")) == []
+    shell.frames(session, wire.Join(2, "b", 2), 1.0)
+    assert list(core.member_peers("b")) == [other, session]
+    shell.frames(other, wire.Leave(2, "b", 2), 1.0)
+    assert list(core.member_peers("b")) == [session]
+    shell.apply(core.remove(session, ExitReason.EXPIRED, 2.0), 2.0)
+    assert list(core.member_peers("a")) == [other] and "b" not in core.groups
+    again = entered(shell, groups=("a",), now=3.0)
+    assert again is not session
+    assert list(core.member_peers("a")) == [other, again]
+    for group in core.groups.values():
+        assert all(core.peers[uuid] is peer for uuid, peer in group.members.items())
+
+
 def test_joining_tells_every_peer_and_a_contested_group_elects() -> None:
     shell = make()
     core = shell.core

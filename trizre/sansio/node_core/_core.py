@@ -108,7 +108,7 @@ class NodeCore(Generic[S]):
             peers=self.peers,
             say=voice.say,
         )
-        self.groups: dict[str, Group] = self.membership.groups
+        self.groups: dict[str, Group[S]] = self.membership.groups
 
     # ------------------------------------------------------------- queries
 
@@ -119,6 +119,10 @@ class NodeCore(Generic[S]):
     def members(self, group: str) -> Collection[UUID]:
         """The entered peers in ``group`` (a live view; copy it to keep it)."""
         return self.membership.members(group)
+
+    def member_peers(self, group: str) -> Collection[S]:
+        """The entered peers in ``group``, their entries in :attr:`peers` (a live view)."""
+        return self.membership.member_peers(group)
 
     def own_groups(self) -> list[str]:
         """The groups we joined, sorted."""

@@ -1070,6 +1070,12 @@ def main() -> int:
         help="fanout: also the sender's and the receivers' CPU apart, the kernel's run-queue "
         "waits and sleeps per process, and trizre's counts from inside (waits, batches, wake-ups)",
     )
+    parser.add_argument(
+        "--trizre-send-hwm",
+        type=int,
+        default=0,
+        help="trizre's workers open their nodes with this send_hwm (default: the node's default)",
+    )
     args = parser.parse_args()
     sizes = QUICK if args.quick else DEFAULT
     if args.fanout_k:
@@ -1105,6 +1111,8 @@ def main() -> int:
         if args.detail:
             bench.detail = True
             bench.trizre_args.append("--detail")
+        if args.trizre_send_hwm:
+            bench.trizre_args += ["--send-hwm", str(args.trizre_send_hwm)]
         for scenario in SCENARIOS:
             if scenario not in scenarios:
                 continue

@@ -466,6 +466,7 @@ def run_trizre(args: argparse.Namespace) -> None:
                         expired_timeout=args.expired,
                         beacons_refresh=args.beacons_refresh,
                         busy_poll=args.busy_poll,
+                        **({"send_hwm": args.send_hwm} if args.send_hwm else {}),
                     )
                 )
                 subscriptions.append(node.events())
@@ -779,6 +780,9 @@ def main() -> None:
         "--busy-poll", type=float, default=0.0, help="trizre only: seconds (low-latency mode)"
     )
     parser.add_argument("--nofile", type=int, default=0, help="raise RLIMIT_NOFILE first")
+    parser.add_argument(
+        "--send-hwm", type=int, default=0, help="trizre only: send_hwm (0: the default)"
+    )
     parser.add_argument(
         "--detail", action="store_true", help="trizre only: count waits and batches (see Detail)"
     )

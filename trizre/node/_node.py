@@ -488,13 +488,14 @@ class Node(NodeShell):
         # Every member with room, in one pass without a schedule point: the
         # members' sessions straight from the group (no UUID hashed a member).
         numbered: list[tuple[PeerSession, int]] | None = None if tracer is None else []
-        delivered = send_each(self._core.member_peers(group), build, full, numbered)
-        sent.messages += delivered
-        sent.octets += delivered * size
-        if numbered:
-            assert tracer is not None
-            for peer, seq in numbered:
-                tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
+        try:
+            members = self._core.member_peers(group)
+            delivered = send_each(members, build, size, sent, full, numbered=numbered)
+        finally:
+            if numbered:  # traced as sent, also those before an error
+                assert tracer is not None
+                for peer, seq in numbered:
+                    tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
         for peer in full:
             try:
                 seq = await self._send(peer, build)

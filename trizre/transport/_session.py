@@ -143,7 +143,10 @@ class PeerSession:
 def send_each(
     sessions: Iterable[PeerSession],
     build: Build,
+    size: int,
+    sent: Sent,
     full: list[PeerSession],
+    *,
     numbered: list[tuple[PeerSession, int]] | None = None,
 ) -> int:
     """One data message to each of ``sessions`` that can take it now; how many took it.
@@ -151,26 +154,32 @@ def send_each(
     :meth:`PeerSession.send_nowait`'s rule for each, in one loop (a SHOUT
     to many peers calls it once, not once a member): a session with
     senders ahead of it or a full link is appended to ``full``, having sent
-    nothing; one whose link is closed is skipped (it is gone).  With
-    ``numbered``, each session that took it is appended with the sequence
-    number it used.  Never waits.
+    nothing; one whose link is closed is skipped (it is gone).  Each
+    message taken is counted in ``sent`` as ``size`` octets, also when an
+    error ends the loop (it propagates; the sessions after it got
+    nothing).  With ``numbered``, each session that took it is appended
+    with the sequence number it used.  Never waits.
     """
     delivered = 0
-    for session in sessions:
-        protocol = session.protocol
-        link = session.link
-        if (protocol.has_queued and not session.flush()) or session.waiting:
-            if not link.closed:
-                full.append(session)  # others are queued ahead of it: keep the order
-            continue
-        try:
-            if not link.send_nowait(build(protocol.next_sequence)):
-                full.append(session)
+    try:
+        for session in sessions:
+            protocol = session.protocol
+            link = session.link
+            if (protocol.has_queued and not session.flush()) or session.waiting:
+                if not link.closed:
+                    full.append(session)  # others are queued ahead of it: keep the order
                 continue
-        except trio.ClosedResourceError:
-            continue
-        seq = protocol.sent()
-        delivered += 1
-        if numbered is not None:
-            numbered.append((session, seq))
+            try:
+                if not link.send_nowait(build(protocol.next_sequence)):
+                    full.append(session)
+                    continue
+            except trio.ClosedResourceError:
+                continue
+            seq = protocol.sent()
+            delivered += 1
+            if numbered is not None:
+                numbered.append((session, seq))
+    finally:
+        sent.messages += delivered
+        sent.octets += delivered * size
     return delivered

@@ -120,10 +120,6 @@ class NodeCore(Generic[S]):
         """The entered peers in ``group`` (a live view; copy it to keep it)."""
         return self.membership.members(group)
 
-    def member_peers(self, group: str) -> Collection[S]:
-        """The entered peers in ``group``, their entries in :attr:`peers` (a live view)."""
-        return self.membership.member_peers(group)
-
     def own_groups(self) -> list[str]:
         """The groups we joined, sorted."""
         return self.membership.own_groups()

@@ -98,11 +98,6 @@ class Membership(Generic[S]):
         found = self.groups.get(group)
         return () if found is None else found.members.keys()
 
-    def member_peers(self, group: str) -> Collection[S]:
-        """The entered peers in ``group`` as the peer table holds them (a live view)."""
-        found = self.groups.get(group)
-        return () if found is None else found.members.values()
-
     def own_groups(self) -> list[str]:
         """The groups we joined, sorted."""
         return sorted(name for name, group in self.groups.items() if group.joined)

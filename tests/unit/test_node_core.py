@@ -352,6 +352,8 @@ def test_no_sequence_of_beacons_and_frames_outgrows_the_bounds(
         assert len(core.peers) <= bound + sum(p.protocol.ready for p in core.peers.values())
         assert len(core.leave_hints) <= len(core.peers)
         assert all(m in core.peers for g in core.groups.values() for m in g.members)
+        # What a SHOUT sends to: the table's own session for each member.
+        assert all(core.peers[m] is p for g in core.groups.values() for m, p in g.members.items())
 
 
 @settings(max_examples=200, deadline=None)

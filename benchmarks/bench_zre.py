@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import itertools
@@ -264,6 +265,7 @@ class Bench:
                 results.notes.append(f"zyre skipped: {why}")
         self.footprint_largest: int | None = None
         self.trizre_args: list[str] = []  # more flags for trizre's workers (bench_lowlat.py)
+        self.detail = False  # --detail: the fan-out's split by side (measurement only)
 
     def spawn(
         self,
@@ -535,6 +537,7 @@ class Bench:
         """
         shouts = max(self.sizes.fanout_deliveries // k, 1)
         runs = self.repeat
+        label = rate.scenario
         while runs:
             port = self.port()
             with self.workers() as agents:
@@ -555,26 +558,103 @@ class Bench:
                     used = 0.0
                     for receiver in receivers:
                         used -= receiver.expect_event("counting", timeout=10)["cpu"]
+                    if self.detail:
+                        pids = [a.started()["pid"] for a in (sender, *receivers)]
+                        sched0 = [_schedstat(pid) for pid in pids]
+                        wall0 = time.monotonic()
                     sender.send({"cmd": "shout", "group": GROUP, "n": shouts, "size": 100})
                     sent = sender.expect_event("sent", timeout=120)
                     first = sent["first"]
                     reports = []
+                    receivers_used = used
+                    details: dict[str, float] = {}
                     for receiver in receivers:
                         counted = receiver.expect_event("counted", timeout=120)
                         reports += counted["nodes"]
                         used += counted["cpu"]
+                        receivers_used += counted["cpu"]
+                        for key, value in counted.get("detail", {}).items():
+                            # Counts add up; shares are averaged over the receivers.
+                            share = 1 / len(receivers) if key.startswith("share") else 1
+                            details[key] = details.get(key, 0.0) + value * share
                     # Asked once all arrived: zyre's actor thread (and any
                     # sender's libzmq I/O thread) works on after "sent".
                     sender.send({"cmd": "status"})
-                    used += sender.expect_event("status", timeout=10)["cpu"] - sent["cpu0"]
+                    status = sender.expect_event("status", timeout=10)
+                    used += status["cpu"] - sent["cpu0"]
                     total = sum(r["received"] for r in reports)
                     last = max(r["last"] for r in reports)
                     rate.add(impl, total / (last - first) if total else 0.0)
                     lost.add(impl, k * shouts - total)
                     if total:
                         cpu.add(impl, used / total * 1e6)
+                    if self.detail and total:
+                        wall = time.monotonic() - wall0
+                        sched1 = [_schedstat(pid) for pid in pids]
+                        self._sched_rows(label, impl, sched0, sched1, wall, total)
+                        per = 1e6 / total
+                        self.results.row(label, "sender CPU per delivery, µs", "{:.2f}").add(
+                            impl, (status["cpu"] - sent["cpu0"]) * per
+                        )
+                        self.results.row(label, "receivers' CPU per delivery, µs", "{:.2f}").add(
+                            impl, receivers_used * per
+                        )
+                        if "detail" in status:
+                            self._detail_rows(label, impl, "sender", status["detail"], total)
+                        if details:
+                            self._detail_rows(label, impl, "receivers", details, total)
                     if total < k * shouts:
                         break  # start afresh: the lossy link may stay dead
+
+    def _sched_rows(
+        self,
+        label: str,
+        impl: str,
+        before: list[tuple[int, ...]],
+        after: list[tuple[int, ...]],
+        wall: float,
+        total: int,
+    ) -> None:
+        """--detail: the kernel's view of the sender and the receivers over one run.
+
+        Per process (all threads), from /proc/PID/task/*/schedstat and
+        status: time on a CPU, time runnable but waiting for one (the run
+        queue: descheduled), and voluntary context switches (a thread
+        went to sleep: a wake-up each) per 1000 deliveries.
+        """
+        rows = self.results.row
+        for side, pair in (
+            ("sender", [(before[0], after[0])]),
+            ("receivers", list(zip(before[1:], after[1:], strict=True))),
+        ):
+            for who, at in (("", 0), (" main thread", 4)):
+                run = sum(b[at] - a[at] for a, b in pair) / 1e9
+                queued = sum(b[at + 1] - a[at + 1] for a, b in pair) / 1e9
+                volunt = sum(b[at + 2] - a[at + 2] for a, b in pair)
+                forced = sum(b[at + 3] - a[at + 3] for a, b in pair)
+                name = f"{side}{who}"
+                rows(label, f"{name}: share of the run on a CPU", "{:.2f}").add(impl, run / wall)
+                rows(label, f"{name}: share of the run waiting for a CPU", "{:.2f}").add(
+                    impl, queued / wall
+                )
+                rows(label, f"{name}: CPU per delivery, µs", "{:.2f}").add(impl, run * 1e6 / total)
+                rows(label, f"{name}: sleeps per 1000 deliveries", "{:.1f}").add(
+                    impl, volunt * 1000 / total
+                )
+                rows(label, f"{name}: preemptions per 1000 deliveries", "{:.1f}").add(
+                    impl, forced * 1000 / total
+                )
+
+    def _detail_rows(
+        self, label: str, impl: str, side: str, detail: dict[str, float], total: int
+    ) -> None:
+        """--detail, trizre's workers: counts from inside the process (see zre_worker.py)."""
+        for key, value in detail.items():
+            if key.endswith("_per_k"):
+                name = key.removesuffix("_per_k") + " per 1000 deliveries"
+                self.results.row(label, f"{side}: {name}", "{:.1f}").add(impl, value * 1000 / total)
+            else:
+                self.results.row(label, f"{side}: {key}", "{:.2f}").add(impl, value)
 
     def death(self) -> None:
         s = self.sizes
@@ -772,6 +852,32 @@ def _proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def _schedstat(pid: int) -> tuple[int, ...]:
+    """ns on a CPU, ns waiting for one, voluntary and forced switches.
+
+    Four over all the process's threads, then the same four of its main thread.
+    """
+    total = [0, 0, 0, 0]
+    main = [0, 0, 0, 0]
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                on, waiting, _slices = stat.read().split()
+            counts = [int(on), int(waiting), 0, 0]
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        counts[2] = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        counts[3] = int(line.split()[1])
+        except FileNotFoundError:
+            continue  # a thread that ended
+        total = [t + c for t, c in zip(total, counts, strict=True)]
+        if int(task) == pid:
+            main = counts
+    return (*total, *main)
+
+
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads), from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -946,8 +1052,34 @@ def main() -> int:
         action="store_true",
         help="no namespaces: trizre and raw pyzmq on loopback, no pyre or zyre (the fallback)",
     )
+    parser.add_argument(
+        "--impl",
+        action="append",
+        choices=("trizre", "zyre", "pyre"),
+        help="measure only these implementations (repeatable; default all available)",
+    )
+    parser.add_argument(
+        "--fanout-k",
+        action="append",
+        type=int,
+        help="fanout: only these group sizes (repeatable; default 2, 5, 10)",
+    )
+    parser.add_argument(
+        "--detail",
+        action="store_true",
+        help="fanout: also the sender's and the receivers' CPU apart, the kernel's run-queue "
+        "waits and sleeps per process, and trizre's counts from inside (waits, batches, wake-ups)",
+    )
+    parser.add_argument(
+        "--trizre-send-hwm",
+        type=int,
+        default=0,
+        help="trizre's workers open their nodes with this send_hwm (default: the node's default)",
+    )
     args = parser.parse_args()
     sizes = QUICK if args.quick else DEFAULT
+    if args.fanout_k:
+        sizes = dataclasses.replace(sizes, fanout_ks=tuple(args.fanout_k))
     repeat = args.repeat or (1 if args.quick else 5)
     scenarios = args.scenario or list(SCENARIOS)
 
@@ -974,6 +1106,13 @@ def main() -> int:
     with context as pair:
         site = Site(pair.a, pair.b) if pair is not None else Site(None, None)
         bench = Bench(site, sizes, repeat, results)
+        if args.impl:
+            bench.impls = tuple(impl for impl in bench.impls if impl in args.impl)
+        if args.detail:
+            bench.detail = True
+            bench.trizre_args.append("--detail")
+        if args.trizre_send_hwm:
+            bench.trizre_args += ["--send-hwm", str(args.trizre_send_hwm)]
         for scenario in SCENARIOS:
             if scenario not in scenarios:
                 continue

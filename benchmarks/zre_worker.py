@@ -172,14 +172,92 @@ class Mesh:
             self.update(local)
 
 
-def counted(locals_: list[Local], stalled: bool) -> None:
+def counted(locals_: list[Local], stalled: bool, **fields: Any) -> None:
     reports = []
     for local in locals_:
         if local.counter is not None:
             reports.append(local.counter.report())
         local.mode = "idle"
         local.counter = None
-    emit("counted", nodes=reports, stalled=stalled)
+    emit("counted", nodes=reports, stalled=stalled, **fields)
+
+
+class Detail:
+    """``--detail`` (trizre): what the process did during a run, counted from inside.
+
+    Measurement only, never on by default: a Trio instrument counts the run
+    loop's waits for I/O (``epoll_wait``: each that slept is a wake-up) and
+    the time it slept there, and task steps; wrappers count the senders'
+    waits for room at a full peer (``PeerSession.send``) and the inbox
+    batches read (``receive_batch`` of the TCP and in-memory inboxes).  The
+    wrappers add a coroutine frame to what they wrap, a little CPU.
+    """
+
+    def __init__(self) -> None:
+        import trio  # noqa: PLC0415
+
+        from trizre.transport import _links, _session, _zsock  # noqa: PLC0415
+
+        self.counts = {"io_waits": 0, "slept": 0, "steps": 0, "full_waits": 0, "batches": 0}
+        self.times = {"idle_s": 0.0, "full_wait_s": 0.0}
+        detail = self
+        counts, times = self.counts, self.times
+
+        class Instrument(trio.abc.Instrument):
+            def __init__(self) -> None:
+                self.at = 0.0
+                self.timeout = 0.0
+
+            def before_io_wait(self, timeout: float) -> None:
+                self.at = perf_counter()
+                self.timeout = timeout
+
+            def after_io_wait(self, timeout: float) -> None:
+                counts["io_waits"] += 1
+                if timeout > 0:
+                    counts["slept"] += 1
+                    times["idle_s"] += perf_counter() - self.at
+
+            def before_task_step(self, task: Any) -> None:
+                counts["steps"] += 1
+
+        self.instrument = Instrument()
+        send = _session.PeerSession.send
+
+        async def counted_send(session: Any, build: Any) -> int:
+            start = perf_counter()
+            try:
+                return await send(session, build)
+            finally:
+                counts["full_waits"] += 1
+                times["full_wait_s"] += perf_counter() - start
+
+        _session.PeerSession.send = counted_send  # type: ignore[method-assign]
+        for cls in (_zsock.ZSocket, _links.LocalInbox):
+            batch = cls.receive_batch
+
+            async def counted_batch(sock: Any, *a: Any, _batch: Any = batch, **kw: Any) -> Any:
+                taken = await _batch(sock, *a, **kw)
+                counts["batches"] += 1
+                return taken
+
+            cls.receive_batch = counted_batch  # type: ignore[method-assign]
+        del detail
+
+    def start(self) -> None:
+        self.base = (dict(self.counts), dict(self.times), perf_counter())
+
+    def report(self) -> dict[str, float]:
+        counts, times, at = self.base
+        wall = perf_counter() - at
+        out: dict[str, float] = {
+            f"{key}_per_k": self.counts[key] - counts[key] for key in self.counts
+        }
+        out["share of the run asleep in epoll_wait"] = (
+            (self.times["idle_s"] - times["idle_s"]) / wall if wall else 0.0
+        )
+        out["waiting at full peers, s"] = self.times["full_wait_s"] - times["full_wait_s"]
+        return out
 
 
 def read_commands(buffer: bytes, command: Callable[[dict[str, Any]], bool]) -> tuple[bytes, bool]:
@@ -210,7 +288,11 @@ def run_trizre(args: argparse.Namespace) -> None:
     whisper_t, shout_t = trizre.Whisper, trizre.Shout
     enter_t, exit_t, join_t, leave_t = trizre.Enter, trizre.Exit, trizre.Join, trizre.Leave
 
+    detail = Detail() if args.detail else None
+
     async def main() -> None:
+        if detail is not None:
+            trio.lowlevel.add_instrument(detail.instrument)
         locals_ = [Local(i, args.expect_group) for i in range(args.nodes)]
         mesh = Mesh(locals_, args.expect_peers)
         nodes: list[trizre.Node] = []
@@ -262,13 +344,15 @@ def run_trizre(args: argparse.Namespace) -> None:
 
         async def count(cmd: dict[str, Any]) -> None:
             stall = float(cmd.get("stall", 5.0))
+            more = {} if detail is None else {"detail": detail}
             while not all_counted.is_set():
-                with trio.move_on_after(0.05):
+                # With --detail, one wait (no 50 ms poll among the counts).
+                with trio.move_on_after(0.05 if detail is None else stall):
                     await all_counted.wait()
                 if monotonic() - progress["at"] > stall:
-                    counted(locals_, stalled=True)
+                    counted(locals_, stalled=True, **{k: v.report() for k, v in more.items()})
                     return
-            counted(locals_, stalled=False)
+            counted(locals_, stalled=False, **{k: v.report() for k, v in more.items()})
 
         def polled() -> dict[str, int]:
             # The low-latency mode's counts (issue 28): a private seam, read
@@ -301,6 +385,8 @@ def run_trizre(args: argparse.Namespace) -> None:
                     local.slow = bool(cmd.get("slow"))
                     local.mode = "count"
                 progress["at"] = monotonic()
+                if detail is not None:
+                    detail.start()
                 emit("counting")
                 nursery.start_soon(count, cmd)
             elif what == "pingpong":
@@ -339,12 +425,17 @@ def run_trizre(args: argparse.Namespace) -> None:
             elif what == "shout":
                 n, pad, group = int(cmd["n"]), padding(int(cmd["size"])), cmd["group"]
                 shout = node.shout
+                if detail is not None:
+                    detail.start()
                 cpu0, first = time.process_time(), monotonic()
                 for seq in range(n):
                     await shout(group, payload(seq, pad))
                 emit("sent", first=first, last=monotonic(), cpu0=cpu0)
             elif what == "status":
-                emit("status", peers=[len(n.peers()) for n in nodes], **polled())
+                more = {}
+                if detail is not None and hasattr(detail, "base"):
+                    more["detail"] = detail.report()
+                emit("status", peers=[len(n.peers()) for n in nodes], **polled(), **more)
             else:
                 emit("error", error=f"unknown command {what!r}")
             return True
@@ -375,6 +466,7 @@ def run_trizre(args: argparse.Namespace) -> None:
                         expired_timeout=args.expired,
                         beacons_refresh=args.beacons_refresh,
                         busy_poll=args.busy_poll,
+                        **({"send_hwm": args.send_hwm} if args.send_hwm else {}),
                     )
                 )
                 subscriptions.append(node.events())
@@ -688,6 +780,12 @@ def main() -> None:
         "--busy-poll", type=float, default=0.0, help="trizre only: seconds (low-latency mode)"
     )
     parser.add_argument("--nofile", type=int, default=0, help="raise RLIMIT_NOFILE first")
+    parser.add_argument(
+        "--send-hwm", type=int, default=0, help="trizre only: send_hwm (0: the default)"
+    )
+    parser.add_argument(
+        "--detail", action="store_true", help="trizre only: count waits and batches (see Detail)"
+    )
     args = parser.parse_args()
 
     if args.nofile:

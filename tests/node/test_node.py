@@ -23,6 +23,7 @@ from tests.support.nodes import (
     wait_for_peers,
 )
 from trizre import wire
+from trizre.node import _node
 from trizre.node._node import _next_multiple
 from trizre.transport import _discovery
 from trizre.transport._links import TcpLink
@@ -80,6 +81,97 @@ async def test_two_nodes_meet_talk_and_part() -> None:
         assert isinstance(await a_events.receive(), trizre.Stop)
         with pytest.raises(trio.EndOfChannel):
             await a_events.receive()
+
+
+async def test_a_shout_hashes_no_member_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a SHOUT reaches its members' sessions straight from the group.
+
+    ``uuid.UUID.__hash__`` is a Python call; looking each member up in the
+    peer table by UUID cost one a member on every SHOUT.  Over TCP links
+    (``--links tcp``) and in memory alike.
+    """
+    with trio.fail_after(20):
+        port = free_udp_port()
+        async with (
+            trizre.open_node("s", beacon_port=port, **FAST) as sender,
+            trio.open_nursery() as nursery,
+        ):
+            events = sender.events()
+            stop, all_in = trio.Event(), trio.Event()
+            received: list[trizre.Shout] = []
+
+            async def member(i: int) -> None:
+                async with trizre.open_node(f"m{i}", beacon_port=port, **FAST) as node:
+                    mine = node.events()
+                    await node.join("g")
+                    received.append(await next_event(mine, trizre.Shout))
+                    if len(received) == 3:
+                        all_in.set()
+                    await stop.wait()
+
+            for i in range(3):
+                nursery.start_soon(member, i)
+            while len(sender.peers_by_group("g")) < 3:
+                await next_event(events, trizre.Join)
+            hashed = 0
+            plain = uuid.UUID.__hash__
+
+            def counting(self: uuid.UUID) -> int:
+                nonlocal hashed
+                hashed += 1
+                return plain(self)
+
+            monkeypatch.setattr(uuid.UUID, "__hash__", counting)
+            await sender.shout("g", b"to all")  # the first: not a schedule point
+            monkeypatch.setattr(uuid.UUID, "__hash__", plain)
+            assert hashed == 0
+            await all_in.wait()
+            assert [e.frames for e in received] == [(b"to all",)] * 3
+            stop.set()
+
+
+async def test_a_shout_loop_checks_its_group_name_once_and_keeps_few(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28: a SHOUT's group is checked and encoded once per node, not on every SHOUT.
+
+    What is kept is bounded (a sender of SHOUTs to ever new groups), and a
+    group whose encoding was dropped is encoded again: every SHOUT still
+    names its group.
+    """
+    checked: list[str] = []
+    check = _node._check_group
+
+    def counting(group: str) -> None:
+        checked.append(group)
+        check(group)
+
+    monkeypatch.setattr(_node, "_check_group", counting)
+    with trio.fail_after(20):
+        async with open_pair() as (a, b):
+            a_events, b_events = a.events(), b.events()
+            await b.join("g0")
+            await wait_for_peers(a, a_events, 1)
+            while a.peers_by_group("g0") != [b.uuid]:
+                await next_event(a_events, trizre.Join)
+            checked.clear()
+            for _ in range(10):
+                await a.shout("g0", b"same")
+            assert checked == ["g0"]
+            for i in range(300):  # more groups than a node keeps
+                await a.shout(f"g{i}", b"elsewhere")
+            assert len(a._group_tails) <= _node._GROUP_TAILS
+            await a.shout("g0", b"last")
+            frames = []
+            while len(frames) < 12:
+                shout = await next_event(b_events, trizre.Shout)
+                assert shout.group == "g0"
+                frames.append(shout.frames)
+            assert frames == [(b"same",)] * 10 + [(b"elsewhere",), (b"last",)]
+            with pytest.raises(ValueError, match="empty"):
+                await a.shout("", b"x")
+            with pytest.raises(TypeError, match="str"):
+                await a.shout(b"g0", b"x")  # type: ignore[arg-type]
 
 
 async def test_ping_round_trips_between_nodes() -> None:

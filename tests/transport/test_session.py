@@ -11,7 +11,7 @@ import trio.testing
 from trizre import PeerDisconnected, wire
 from trizre.sansio._peer import PeerProtocol
 from trizre.transport._links import LocalInbox, LocalLink
-from trizre.transport._session import PeerSession
+from trizre.transport._session import PeerSession, Sent, send_each
 
 PEER = uuid.uuid4()
 
@@ -92,3 +92,40 @@ async def test_a_closed_link_is_peer_disconnected() -> None:
     with pytest.raises(PeerDisconnected):
         await peer.send(whisper(b"x"))  # type: ignore[arg-type]
     assert peer.waiting == 0
+
+
+async def test_send_each_sends_to_every_session_with_room_and_lists_the_rest() -> None:
+    """A SHOUT's pass: the session's rule for each, in one loop (issue 28)."""
+    free, free_inbox = session(hwm=10)
+    full, _ = session(hwm=1)  # its HELLO fills it
+    behind, _ = session(hwm=10)
+    behind.waiting = 1  # a sender waits there: nobody overtakes it
+    gone, _ = session(hwm=10)
+    gone.link.close()
+    counted = Sent()
+    later: list[PeerSession] = []
+    numbered: list[tuple[PeerSession, int]] = []
+    build = whisper(b"to all")
+    taken = send_each([free, full, behind, gone], build, 9, counted, later, numbered=numbered)  # type: ignore[arg-type]
+    assert taken == 1 and numbered == [(free, 2)]
+    assert later == [full, behind]  # waited for by the caller, in order; gone is skipped
+    assert (counted.messages, counted.octets) == (1, 9)
+    assert [type(m) for m in await received(free_inbox)] == [wire.Hello, wire.Whisper]
+    assert full.protocol.next_sequence == 2  # its HELLO went, no number used since
+    assert behind.protocol.has_queued  # even its HELLO waits behind the waiting sender
+
+
+async def test_send_each_counts_what_went_before_an_error() -> None:
+    first, inbox = session(hwm=10)
+    second, _ = session(hwm=10)
+    counted = Sent()
+
+    def build(seq: int) -> list[bytes]:
+        if len(inbox._queue) > 1:  # the first took its HELLO and this message
+            raise RuntimeError("boom")
+        return wire.encode_whisper(seq, (b"x",), 2)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        send_each([first, second], build, 5, counted, [])
+    assert (counted.messages, counted.octets) == (1, 5)
+    assert second.protocol.next_sequence == 2  # nothing sent, no number used

@@ -356,6 +356,36 @@ async def test_corked_sends_go_out_in_order_when_the_sender_yields() -> None:
             assert got == [[b"%d" % i] for i in range(1, 10)]
 
 
+async def test_held_messages_of_any_frame_count_go_out_whole_and_in_order() -> None:
+    """The flusher hands held messages of one, two and three frames over intact.
+
+    Also past a full libzmq queue (the drain), and an empty message is
+    refused while others are held, as when none are.
+    """
+    with trio.fail_after(10):
+        async with corked_pair(hwm=4) as (a, b):
+            shapes = [[b"%d" % i, b"c"][: 1 + i % 2] + [b"t"] * (i % 3 == 2) for i in range(120)]
+            accepted = 0
+            for frames in shapes:
+                if not a.send_nowait(frames):
+                    break
+                accepted += 1
+            assert 0 < accepted < len(shapes) and a._cork  # held, then libzmq full
+            with pytest.raises(ValueError, match="at least one frame"):
+                a.send_nowait([])
+            got: list[list[bytes]] = []
+
+            async def read() -> None:
+                while len(got) < len(shapes):
+                    got.append(await b.receive())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read)
+                for frames in shapes[accepted:]:
+                    await a.send(frames)
+            assert got == shapes
+
+
 async def test_each_turn_sends_its_first_message_at_once() -> None:
     """Isolated sends (a round trip) never wait for the flusher, however close in time."""
     with trio.fail_after(5):

@@ -262,6 +262,35 @@ def test_groups_are_records_kept_by_joins_leaves_and_exits() -> None:
     assert core.groups == {}
 
 
+def test_a_groups_members_are_the_peer_tables_sessions() -> None:
+    """What a SHOUT sends to: each member's entry in the peer table, no UUID looked up.
+
+    Kept through JOIN, LEAVE, a peer that left and one that came back under
+    its UUID with a new session.
+    """
+    shell = make()
+    core = shell.core
+
+    def members(group: str) -> list[Session]:
+        return list(core.groups[group].members.values()) if group in core.groups else []
+
+    session = entered(shell, groups=("a",))
+    other = entered(shell, OTHER, groups=("a", "b"))
+    assert members("a") == [session, other]
+    assert members("b") == [other] and members("c") == []
+    shell.frames(session, wire.Join(2, "b", 2), 1.0)
+    assert members("b") == [other, session]
+    shell.frames(other, wire.Leave(2, "b", 2), 1.0)
+    assert members("b") == [session]
+    shell.apply(core.remove(session, ExitReason.EXPIRED, 2.0), 2.0)
+    assert members("a") == [other] and members("b") == []
+    again = entered(shell, groups=("a",), now=3.0)
+    assert again is not session
+    assert members("a") == [other, again]
+    for group in core.groups.values():
+        assert all(core.peers[uuid] is peer for uuid, peer in group.members.items())
+
+
 def test_joining_tells_every_peer_and_a_contested_group_elects() -> None:
     shell = make()
     core = shell.core
@@ -314,7 +343,7 @@ def test_no_sequence_of_beacons_and_frames_outgrows_the_bounds(
         now += elapsed
         made = shell.beacon(wire.Beacon(uuid.UUID(int=peer), port), source, now)
         if greets and made:
-            shell.frames(made[0], hello(), now)
+            shell.frames(made[0], hello(("g",)), now)  # in a group: its record is checked too
         if now >= core.deadline():
             shell.poll(now)
         assert len(core.unready) <= bound
@@ -323,6 +352,8 @@ def test_no_sequence_of_beacons_and_frames_outgrows_the_bounds(
         assert len(core.peers) <= bound + sum(p.protocol.ready for p in core.peers.values())
         assert len(core.leave_hints) <= len(core.peers)
         assert all(m in core.peers for g in core.groups.values() for m in g.members)
+        # What a SHOUT sends to: the table's own session for each member.
+        assert all(core.peers[m] is p for g in core.groups.values() for m, p in g.members.items())
 
 
 @settings(max_examples=200, deadline=None)

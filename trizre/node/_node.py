@@ -31,7 +31,7 @@ from ..trace import _contract as kinds
 from ..trace._writer import Tracer
 from ..transport._discovery import BeaconHub
 from ..transport._interfaces import Interface, Interface6
-from ..transport._session import Build, PeerSession
+from ..transport._session import Build, PeerSession, send_each
 from ._config import NodeConfig
 from ._discovery_tasks import next_multiple as _next_multiple
 from ._fanout import EventStream, Overflow
@@ -47,6 +47,7 @@ _YIELD_EVERY: Final = 32
 _SHOUT_SHARE: Final = 8  # members per send a SHOUT counts towards _YIELD_EVERY
 _WHISPER_HEAD: Final = len(wire.encode_whisper(0, (), 2)[0])  # signature, command, version, seq
 _SHOUT_HEAD: Final = _WHISPER_HEAD + 1  # and the group's length octet
+_GROUP_TAILS: Final = 256  # groups whose encoded name a node keeps for its SHOUTs
 
 
 _PRESENCE: Final = {
@@ -115,6 +116,10 @@ class Node(NodeShell):
     def __init__(self, config: NodeConfig, interface: Interface | Interface6) -> None:
         super().__init__(uuid4(), config, interface)
         self._unyielded = 0  # sends since the last schedule point (see _yield_due)
+        # Group names checked and encoded for SHOUTs (wire.group_string), at
+        # most _GROUP_TAILS of them: a loop of SHOUTs to one group checks and
+        # encodes its name once, not three times a SHOUT.
+        self._group_tails: dict[str, bytes] = {}
 
     def _trim_memory(self) -> None:
         release_freed_memory()  # looked up here: tests count the calls
@@ -474,35 +479,44 @@ class Node(NodeShell):
         over ``max_message_size`` (as :meth:`whisper`)
         :class:`~trizre.MessageTooLarge`, before it goes to any member.
         """
-        _check_group(group)
-        content = _frames(frames)
-        size = self._check_size(_SHOUT_HEAD + len(group.encode()), content)
+        tails = self._group_tails
+        tail = tails.get(group) if type(group) is str else None
+        if tail is None:
+            _check_group(group)  # bad input raises here, as it always did
+            tail = wire.group_string(group)
+            if len(tails) >= _GROUP_TAILS:
+                tails.clear()  # a sender of SHOUTs to ever new groups: bounded
+            tails[group] = tail
+        # _frames and _check_size, inline: frames is a tuple of the caller's
+        # arguments already, checked and measured in one pass.
+        content = frames
+        size = _SHOUT_HEAD - 1 + len(tail)
+        for frame in content:
+            if not isinstance(frame, bytes):
+                raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
+            size += len(frame)
+        if size > self._limits.message_size:
+            raise MessageTooLarge(size, self._limits.message_size)
         self._check_open()
-        peers = self._core.peers
-        members = [peers[member] for member in self._core.members(group)]
         await checkpoint_if_cancelled()
         # Frame 0 differs per member (its sequence number), the content
         # frames do not: the group is encoded once, the content shared.
-        build = wire.shout_encoder(group, content, self._version)
+        build = wire.shout_builder(tail, content, self._version)
         tracer = self._tracer
         sent = self._sent
         full: list[PeerSession] = []
-        delivered = 0
+        # Every member with room, in one pass without a schedule point: the
+        # members' sessions straight from the group (no UUID hashed a member).
+        numbered: list[tuple[PeerSession, int]] | None = None if tracer is None else []
         try:
-            for peer in members:
-                try:
-                    seq = peer.send_nowait(build)
-                except PeerDisconnected:
-                    continue
-                if seq is None:
-                    full.append(peer)
-                    continue
-                delivered += 1
-                if tracer is not None:
-                    tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
+            found = self._core.groups.get(group)
+            members = () if found is None else found.members.values()
+            delivered = send_each(members, build, size, sent, full, numbered=numbered)
         finally:
-            sent.messages += delivered
-            sent.octets += delivered * size
+            if numbered:  # traced as sent, also those before an error
+                assert tracer is not None
+                for peer, seq in numbered:
+                    tracer.message(kinds.SHOUT_SENT, peer.hex, seq, group)
         for peer in full:
             try:
                 seq = await self._send(peer, build)

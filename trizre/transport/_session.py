@@ -10,7 +10,7 @@ queues on a FIFO lock, and nobody overtakes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias, final
 from uuid import UUID
 
@@ -20,7 +20,7 @@ from .._errors import PeerDisconnected
 from ..sansio._peer import PeerProtocol
 from ._links import Link
 
-__all__ = ["Build", "PeerSession", "Sent"]
+__all__ = ["Build", "PeerSession", "Sent", "send_each"]
 
 Build: TypeAlias = Callable[[int], list[bytes]]
 """A data message's frames for a given sequence number."""
@@ -138,3 +138,48 @@ class PeerSession:
             raise PeerDisconnected(self.protocol.uuid) from None
         finally:
             self.waiting -= 1
+
+
+def send_each(
+    sessions: Iterable[PeerSession],
+    build: Build,
+    size: int,
+    sent: Sent,
+    full: list[PeerSession],
+    *,
+    numbered: list[tuple[PeerSession, int]] | None = None,
+) -> int:
+    """One data message to each of ``sessions`` that can take it now; how many took it.
+
+    :meth:`PeerSession.send_nowait`'s rule for each, in one loop (a SHOUT
+    to many peers calls it once, not once a member): a session with
+    senders ahead of it or a full link is appended to ``full``, having sent
+    nothing; one whose link is closed is skipped (it is gone).  Each
+    message taken is counted in ``sent`` as ``size`` octets, also when an
+    error ends the loop (it propagates; the sessions after it got
+    nothing).  With ``numbered``, each session that took it is appended
+    with the sequence number it used.  Never waits.
+    """
+    delivered = 0
+    try:
+        for session in sessions:
+            protocol = session.protocol
+            link = session.link
+            if (protocol.has_queued and not session.flush()) or session.waiting:
+                if not link.closed:
+                    full.append(session)  # others are queued ahead of it: keep the order
+                continue
+            try:
+                if not link.send_nowait(build(protocol.next_sequence)):
+                    full.append(session)
+                    continue
+            except trio.ClosedResourceError:
+                continue
+            seq = protocol.sent()
+            delivered += 1
+            if numbered is not None:
+                numbered.append((session, seq))
+    finally:
+        sent.messages += delivered
+        sent.octets += delivered * size
+    return delivered

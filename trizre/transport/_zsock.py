@@ -539,7 +539,10 @@ class ZSocket:
                 self._flush_cork()
                 if cork:
                     return False
-            self._hold(frames)
+            # _hold, inline: a fan-out holds nearly every message it sends.
+            if not frames:
+                raise ValueError("a zmq message needs at least one frame")
+            cork.append(tuple(frames))
             return True
         if self._sent_this_turn:
             self._hold(frames)  # the flusher, due already, hands it over
@@ -585,8 +588,22 @@ class ZSocket:
         cork = self._cork
         if not cork or self._closed:
             return
-        send = self._send
-        while cork and send(cork[0]):
+        # _send, inline: this loop hands over nearly every message a flood
+        # or a fan-out sends (held messages are never empty: see _hold).
+        self._unready = False
+        zsock, zsend = self._zsock, _backend_send
+        more, last_flags = _SNDMORE_NOBLOCK, _NOBLOCK
+        while cork:
+            frames = cork[0]
+            last = len(frames) - 1
+            try:
+                zsend(zsock, frames[0], more if last else last_flags)
+            except zmq.Again:
+                break
+            for i in range(1, last):
+                zsend(zsock, frames[i], more)
+            if last:
+                zsend(zsock, frames[last], last_flags)
             cork.popleft()
         self._after_op()
 

@@ -50,6 +50,8 @@ __all__ = [
     "encode_whisper",
     "hello_excess",
     "parse_election_body",
+    "group_string",
+    "shout_builder",
     "shout_encoder",
     "shout_header",
     "whisper_sequence",
@@ -235,13 +237,34 @@ def shout_encoder(
     """
     if version not in MESSAGE_VERSIONS:
         _check_version(version)
+    return shout_builder(group_string(group), content, version)
+
+
+def group_string(group: str) -> bytes:
+    """``group`` as a SHOUT's frame 0 ends with it: a ZRE ``string`` (length octet, UTF-8).
+
+    For a sender that keeps it per group (see :func:`shout_builder`).
+    Raises :class:`EncodeError` for a group over 255 UTF-8 bytes or not
+    encodable as UTF-8.
+    """
     try:
         raw = group.encode()
     except UnicodeEncodeError as exc:
         raise EncodeError(f"text is not encodable as UTF-8: {exc}") from exc
     if len(raw) > _STRING_MAX:
         raise EncodeError(f"group is {len(raw)} UTF-8 bytes; a ZRE string holds at most 255")
-    tail = _OCTETS[len(raw)] + raw  # the group as a ZRE string
+    return _OCTETS[len(raw)] + raw
+
+
+def shout_builder(
+    tail: bytes, content: Sequence[bytes], version: int
+) -> Callable[[int], list[bytes]]:
+    """:func:`shout_encoder` for a group already encoded by :func:`group_string` (``tail``).
+
+    Unchecked: ``tail`` must come from :func:`group_string` and ``version``
+    be 2 or 3 (the node checks its own once); the function it returns raises
+    :class:`EncodeError` for a sequence outside 0..65535.
+    """
     frames = tuple(content)
 
     def build(sequence: int, pack: Callable[..., bytes] = _HEADER.pack) -> list[bytes]:

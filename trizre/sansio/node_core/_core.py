@@ -112,7 +112,7 @@ class NodeCore(Generic[S]):
             peers=self.peers,
             say=voice.say,
         )
-        self.groups: dict[str, Group] = self.membership.groups
+        self.groups: dict[str, Group[S]] = self.membership.groups
 
     # ------------------------------------------------------------- queries
 

@@ -34,18 +34,20 @@ log = logging.getLogger("trizre.node")
 
 @final
 @attrs.define(slots=True, eq=False)
-class Group:
+class Group(Generic[S]):
     """One group as this node sees it: its members, whether we are in it, its leader.
 
-    ``members``: the entered peers in it, in joining order (O(1) to update
-    and to ask; nothing scans the peer table).  ``joined``: we joined it.
+    ``members``: the entered peers in it by UUID, in joining order (O(1) to
+    update and to ask; nothing scans the peer table), each mapped to its
+    entry in the core's peer table: a SHOUT reaches them without hashing a
+    UUID per member.  ``joined``: we joined it.
     :attr:`contested` and :attr:`leader` are read from the node's
     elections, which own them (one source of truth).
     """
 
     name: str
     elections: Elections = attrs.field(repr=False)
-    members: dict[UUID, None] = attrs.Factory(dict)
+    members: dict[UUID, S] = attrs.Factory(dict)
     joined: bool = False
 
     @property
@@ -86,7 +88,7 @@ class Membership(Generic[S]):
         self.elections = elections
         self._peers = peers
         self._say = say
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group[S]] = {}
         self.status = 0  # our group status, counted by our JOINs and LEAVEs
 
     # ------------------------------------------------------------- queries
@@ -105,13 +107,13 @@ class Membership(Generic[S]):
         found = self.groups.get(group)
         return found is not None and found.joined
 
-    def _group(self, name: str) -> Group:
+    def _group(self, name: str) -> Group[S]:
         found = self.groups.get(name)
         if found is None:
             found = self.groups[name] = Group(name, self.elections)
         return found
 
-    def _prune(self, group: Group) -> None:
+    def _prune(self, group: Group[S]) -> None:
         if not group.joined and not group.members:
             del self.groups[group.name]
 
@@ -120,7 +122,7 @@ class Membership(Generic[S]):
     def joined_by(self, peer: S, name: str, now: float, actions: list[Action[S]]) -> None:
         """``peer`` joined ``name`` (its HELLO or a JOIN): one of ours starts an election."""
         group = self._group(name)
-        group.members[peer.uuid] = None
+        group.members[peer.uuid] = peer
         if group.joined:
             decided = self.elections.member_joined(name, peer.uuid, group.members.keys(), now)
             self.elect(decided, actions)

@@ -15,7 +15,7 @@ data message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Final, final
 from uuid import UUID, uuid4
 
@@ -375,16 +375,8 @@ class Node(NodeShell):
         is in ``docs/node.md`` (Send guarantee).
         """
         target = self._present(peer)
-        # _frames and _check_size, inline (issue 28): frames is a tuple of
-        # the caller's arguments already, checked and measured in one pass.
         content = frames
-        size = _WHISPER_HEAD
-        for frame in content:
-            if not isinstance(frame, bytes):
-                raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
-            size += len(frame)
-        if size > self._limits.message_size:
-            raise MessageTooLarge(size, self._limits.message_size)
+        size = self._measure(_WHISPER_HEAD, content)
         version = self._version
 
         def build(seq: int) -> list[bytes]:
@@ -417,8 +409,8 @@ class Node(NodeShell):
         cheaper for libzmq than one wake-up per message.
         """
         target = self._present(peer)
-        content = _frames(frames)
-        size = self._check_size(_WHISPER_HEAD, content)
+        content = frames
+        size = self._measure(_WHISPER_HEAD, content)
         version = self._version
         seq = target.send_nowait(lambda seq: wire.encode_whisper(seq, content, version))
         if seq is None:
@@ -487,16 +479,8 @@ class Node(NodeShell):
             if len(tails) >= _GROUP_TAILS:
                 tails.clear()  # a sender of SHOUTs to ever new groups: bounded
             tails[group] = tail
-        # _frames and _check_size, inline: frames is a tuple of the caller's
-        # arguments already, checked and measured in one pass.
         content = frames
-        size = _SHOUT_HEAD - 1 + len(tail)
-        for frame in content:
-            if not isinstance(frame, bytes):
-                raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
-            size += len(frame)
-        if size > self._limits.message_size:
-            raise MessageTooLarge(size, self._limits.message_size)
+        size = self._measure(_SHOUT_HEAD - 1 + len(tail), content)
         self._check_open()
         await checkpoint_if_cancelled()
         # Frame 0 differs per member (its sequence number), the content
@@ -557,16 +541,23 @@ class Node(NodeShell):
         core = self._core
         await self._apply(core.join(group, now) if joining else core.leave(group, now))
 
-    def _check_size(self, head: int, content: tuple[bytes, ...]) -> int:
-        """Refuse a data message whose frames total more than max_message_size.
+    def _measure(self, head: int, content: tuple[bytes, ...]) -> int:
+        """A data message's octets on the wire; its frames checked, in one pass.
 
-        ``head``: the size of its frame 0.  The receiver's limit is not
-        known; peers are meant to share the setting (docs/security.md).
+        ``content``: the caller's ``*frames`` (a tuple already); ``head``:
+        the size of its frame 0.  Raises ``TypeError`` for a frame that is
+        not ``bytes`` and :class:`~trizre.MessageTooLarge` over
+        ``max_message_size`` (the receiver's limit is not known; peers are
+        meant to share the setting, docs/security.md).
         """
-        size = head + sum(map(len, content))
+        size = head
+        for frame in content:
+            if not isinstance(frame, bytes):
+                raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
+            size += len(frame)
         if size > self._limits.message_size:
             raise MessageTooLarge(size, self._limits.message_size)
-        return size  # its octets on the wire, counted in statistics() once sent
+        return size  # counted in statistics() once sent
 
     async def _send(self, peer: PeerSession, build: Build) -> int:
         """Send one data message in sequence, waiting for room; its sequence number."""
@@ -624,14 +615,6 @@ class Node(NodeShell):
         _check_group(group)
         self._check_open()
         return self._core.leader(group)
-
-
-def _frames(frames: Iterable[bytes]) -> tuple[bytes, ...]:
-    content = tuple(frames)
-    for frame in content:
-        if not isinstance(frame, bytes):
-            raise TypeError(f"frames must be bytes, got {type(frame).__name__}")
-    return content
 
 
 def _check_group(group: str) -> None:

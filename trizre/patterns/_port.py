@@ -67,6 +67,10 @@ VERSION_WARNING_INTERVAL = 10.0
 """Seconds between two warnings of envelopes in a version this node does not speak."""
 
 
+_BATCH = 32
+"""Events the pump takes at most in one read: what it dispatches between two schedule points."""
+
+
 class _Server(Protocol):
     def receive(self, request: IncomingRequest) -> None: ...
     def watcher_joined(self, peer: UUID) -> None: ...
@@ -310,8 +314,15 @@ class PatternPort:
             with scope:
                 if previous is not None:
                     await previous.wait()  # the last reader is out: order is kept
-                async for event in self._events:
-                    self.dispatch(event)
+                receive_batch = self._events.receive_batch
+                dispatch = self.dispatch
+                while True:
+                    try:
+                        batch = await receive_batch(_BATCH)
+                    except trio.EndOfChannel:
+                        break
+                    for event in batch:
+                        dispatch(event)
                 self.closed = True  # the node stopped (Stop was the last event)
         finally:
             done.set()

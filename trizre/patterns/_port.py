@@ -69,7 +69,7 @@ VERSION_WARNING_INTERVAL = 10.0
 
 _REQUEST_OCTET = proto.REQUEST_OCTET
 _VERSION = proto.VERSION
-_BATCH = 32
+_BATCH = 64
 """Events the pump takes at most in one read: what it dispatches between two schedule points."""
 
 

@@ -242,9 +242,9 @@ class PatternPort:
         """Route node events, in order; never waits.
 
         The pump's, one call a batch it read: the per-event work is this
-        loop's body, with no call of its own (issue 28).
+        loop's body, with no call of its own for each event (issue 28).
         """
-        servers_of = self._servers.get
+        route_request = self._route_request
         request_head = proto.request_head
         for event in events:
             if type(event) is Whisper:  # final: no subclass to miss
@@ -259,21 +259,7 @@ class PatternPort:
                     # into what its servers keep (no Request in between).
                     self.decoded += 1
                     request_id, service = fields
-                    servers = servers_of(service)
-                    if servers is None:
-                        self.unserved += 1
-                        log.debug("no server here for %r (request from %s)", service, event.peer)
-                        continue
-                    request = new_incoming(
-                        event.peer,
-                        event.name,
-                        request_id,
-                        service,
-                        body=tuple(frames[1:]),
-                        version=_VERSION,
-                    )
-                    for server in servers:
-                        server.receive(request)
+                    route_request(event, request_id, service, tuple(frames[1:]), _VERSION)
                     continue
                 try:
                     message = proto.decode(frames)

@@ -14,7 +14,9 @@ one of these loops:
 * ``pushed``: one cancel scope around the loop whose deadline each event
   pushes forward, the cheapest idle timeout a loop can make for itself;
 * ``idle_timeout``: the subscription's own, ``node.events(idle_timeout=)``,
-  which sets a timer only when the reader has to wait (``docs/node.md``).
+  which sets a timer only when the reader has to wait (``docs/node.md``);
+* ``batch``: ``bench``'s test over ``events.receive_batch()``, every
+  event buffered at each call (issue 28).
 
 Figures: received messages/s from the receiver's first message to its
 last, and the receiver's CPU per message; median (min-max) of REPEAT
@@ -131,6 +133,14 @@ async def loop_idle_timeout(events: trizre.EventStream, tally: Tally) -> None:
             return
 
 
+async def loop_batch(events: trizre.EventStream, tally: Tally) -> None:
+    whisper_t = trizre.Whisper
+    while True:
+        for event in await events.receive_batch():
+            if type(event) is whisper_t and tally.whisper():
+                return
+
+
 LOOPS: dict[str, Callable[[trizre.EventStream, Tally], Awaitable[None]]] = {
     "bench": loop_bench,
     "readme": loop_readme,
@@ -138,6 +148,7 @@ LOOPS: dict[str, Callable[[trizre.EventStream, Tally], Awaitable[None]]] = {
     "move_on_after": loop_move_on_after,
     "pushed": loop_pushed,
     "idle_timeout": loop_idle_timeout,
+    "batch": loop_batch,
 }
 
 

@@ -6,6 +6,7 @@ Tasks are synchronised with ``wait_all_tasks_blocked``, never with sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import uuid
 
@@ -603,3 +604,162 @@ async def test_sole_follows_every_change_of_the_subscribers() -> None:
         fanout.close()
         assert fanout.sole is None
         assert await drain(a) == [*events, Stop()]
+
+
+# ----------------------------------------------------------- reading in batches
+
+
+async def test_receive_batch_takes_what_is_buffered_up_to_its_maximum_in_order() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((10, "block"))
+        events = joins(7)
+        for event in events:
+            assert fanout.publish_nowait(event)
+        assert await stream.receive_batch(3) == events[:3]
+        assert await stream.receive_batch(10) == events[3:]
+        assert stream.statistics().current_buffer_used == 0
+        (e8,) = joins(1)
+        assert fanout.publish_nowait(e8)
+        assert await stream.receive() is e8  # one read mixes with the other
+
+
+async def test_receive_batch_waits_for_the_first_event_and_returns_what_came() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((10, "block"))
+        e1, e2 = joins(2)
+        async with waiting(stream.receive_batch, 10) as reader:
+            assert not reader.done
+            assert fanout.publish_nowait(e1)
+            assert fanout.publish_nowait(e2)  # before the reader runs: same batch
+        assert reader.result == [e1, e2]
+
+
+async def test_receive_batch_ends_with_stop_then_end_of_channel() -> None:
+    with trio.fail_after(5):
+        fanout, (stream, closed) = subscribed((10, "block"), (10, "block"))
+        events = joins(2)
+        for event in events:
+            assert fanout.publish_nowait(event)
+        fanout.close()
+        assert await stream.receive_batch() == [*events, Stop()]
+        with pytest.raises(trio.EndOfChannel):
+            await stream.receive_batch()
+        closed.close()  # unsubscribed: ends quietly, its buffer dropped
+        with pytest.raises(trio.EndOfChannel):
+            await closed.receive_batch()
+
+
+async def test_receive_batch_of_a_raise_subscriber_cut_off_gives_what_it_held_then_raises() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((2, "raise"))
+        events = joins(3)
+        for event in events:
+            assert fanout.publish_nowait(event)
+        assert await stream.receive_batch() == events[:2]
+        with pytest.raises(EventsOverflowed):
+            await stream.receive_batch()
+
+
+async def test_receive_batch_wakes_a_blocked_publisher_and_loses_nothing() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((4, "block"))
+        events = joins(12)
+        got: list[Event] = []
+
+        async def publish() -> None:
+            for event in events:
+                await fanout.publish(event)
+            fanout.close()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publish)
+            with contextlib.suppress(trio.EndOfChannel):
+                while True:
+                    batch = await stream.receive_batch(3)
+                    assert 1 <= len(batch) <= 3
+                    got += batch
+        assert got == [*events, Stop()]
+
+
+async def test_receive_batch_idles_as_receive_does(autojump_clock: trio.testing.MockClock) -> None:
+    with trio.fail_after(60):
+        fanout, (stream,) = subscribed((10, "block", 2.5))
+        start = trio.current_time()
+        with pytest.raises(EventsIdle):
+            await stream.receive_batch()
+        assert trio.current_time() - start == pytest.approx(2.5)
+        events = joins(3)
+        for event in events:
+            fanout.publish_nowait(event)
+        await trio.sleep(10)  # buffered events are never idle
+        assert await stream.receive_batch(2) == events[:2]
+        assert await stream.receive_batch(2) == events[2:]
+
+
+async def test_cancelled_receive_batch_loses_no_event(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((10, "block"))
+        e1, e2, e3, e4 = joins(4)
+
+        # Cancelled while parked on an empty buffer.
+        with trio.move_on_after(1) as scope:
+            await stream.receive_batch()
+        assert scope.cancelled_caught
+        fanout.publish_nowait(e1)
+        fanout.publish_nowait(e2)
+
+        # Cancelled before starting, with events waiting.
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.receive_batch()
+        assert scope.cancelled_caught
+        assert await stream.receive_batch() == [e1, e2]
+
+        # Woken by an event and cancelled in the same tick: the events are
+        # either returned or left in the buffer, never lost.
+        async with waiting(stream.receive_batch) as reader:
+            fanout.publish_nowait(e3)
+            assert reader.nursery is not None
+            reader.nursery.cancel_scope.cancel()
+        fanout.publish_nowait(e4)
+        fanout.close()
+        taken = [event for batch in reader.results for event in batch]
+        assert taken + await drain(stream) == [e3, e4, Stop()]
+
+
+async def test_receive_batch_without_waiting_passes_a_schedule_point_every_32_events() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((100, "block"))
+        for event in joins(100):
+            assert fanout.publish_nowait(event)
+        task = trio.lowlevel.current_task()
+        yielded = task._schedule_points
+        with trio.testing.assert_checkpoints():
+            assert len(await stream.receive_batch(40)) == 40  # 40 since the last
+        assert task._schedule_points == yielded + 1
+        for _ in range(3):
+            assert len(await stream.receive_batch(10)) == 10  # 10, 20, 30: none
+        assert task._schedule_points == yielded + 1
+        assert len(await stream.receive_batch(10)) == 10  # 40: one
+        assert task._schedule_points == yielded + 2
+        with trio.CancelScope() as scope:  # cancellation is checked on every call
+            scope.cancel()
+            await stream.receive_batch(1)
+        assert scope.cancelled_caught
+        assert stream.statistics().current_buffer_used == 20
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+async def test_receive_batch_of_fewer_than_one_raises_value_error(bad: int) -> None:
+    stream = Fanout().subscribe(1, "block")
+    with pytest.raises(ValueError, match="max_events"):
+        await stream.receive_batch(bad)
+
+
+@pytest.mark.parametrize("bad", [1.0, "3", True, None])
+async def test_receive_batch_of_another_type_raises_type_error(bad: object) -> None:
+    stream = Fanout().subscribe(1, "block")
+    with pytest.raises(TypeError, match="max_events"):
+        await stream.receive_batch(bad)  # type: ignore[arg-type]

@@ -307,3 +307,81 @@ async def test_a_node_with_in_process_peers_hears_both_inboxes_in_order() -> Non
                 event = await next_event(events, Whisper)
                 got[event.name].append(event.frames[0])
             assert got == {p: [b"%s%d" % (p.encode(), i) for i in range(50)] for p in got}
+
+
+# -------------------------------------------------------- reading in batches
+
+
+async def test_a_lone_subscriber_reading_batches_leads_and_keeps_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # receive_batch waits on the inbox as iteration does (the read drives
+    # the lead, nothing in between) and hands out what one read brought.
+    monkeypatch.setattr(_lead, "GRACE", 60.0)
+    with trio.fail_after(30):
+        async with tcp_pair() as (a, b, peer), trio.open_nursery() as nursery:
+            events = b.events()
+            await a.whisper(peer, b"first")  # the reader's: the subscriber then asks
+            assert (await events.receive_batch())[-1] == Whisper(a.uuid, "a", (b"first",))
+            got: list[trizre.Event] = []
+            took = trio.Event()
+
+            async def take() -> None:
+                got.extend(await events.receive_batch())
+                took.set()
+
+            nursery.start_soon(take)
+            await trio.testing.wait_all_tasks_blocked()  # it waits on the inbox
+            (task,) = [t for t in nursery.child_tasks if t.name.endswith("take")]
+            names = _awaiting(task)
+            read = names.index("EventStream.receive_batch")
+            assert names[read : read + 3] == [
+                "EventStream.receive_batch",
+                "InboxLead.drive",
+                "ZSocket.receive_batch",
+            ]
+            steps = _ReaderSteps()
+            trio.lowlevel.add_instrument(steps)
+            try:
+                for i in range(20):
+                    assert a.whisper_nowait(peer, b"%d" % i)
+                await a.whisper(peer, b"last")
+                await took.wait()  # one reader at a time: each batch in its turn
+                while got[-1] != Whisper(a.uuid, "a", (b"last",)):
+                    got += await events.receive_batch()
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert _payloads(got) == [b"%d" % i for i in range(20)] + [b"last"]
+            assert steps.steps < 5  # the subscriber read them: the reader slept
+            # Messages that need the core go through the reader, in order.
+            await a.join("G")
+            assert a.whisper_nowait(peer, b"after")
+            got = []
+            while len(_payloads(got)) < 2:
+                got += await events.receive_batch()
+            assert _payloads(got) == [("Join", "G"), b"after"]
+
+
+async def test_a_cancelled_receive_batch_loses_no_message() -> None:
+    with trio.fail_after(30):
+        async with tcp_pair() as (a, b, peer):
+            events = b.events()
+            got: list[bytes] = []
+            for i in range(40):
+                taken: list[trizre.Event] = []
+
+                async def take(into: list[trizre.Event] = taken) -> None:
+                    into += await events.receive_batch()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(take)
+                    await trio.testing.wait_all_tasks_blocked()  # it waits on the inbox
+                    assert a.whisper_nowait(peer, b"%d" % i)
+                    assert a.whisper_nowait(peer, b"%d+" % i)
+                    for _ in range(i % 4):  # sometimes the messages are in by now
+                        await trio.lowlevel.checkpoint()
+                    nursery.cancel_scope.cancel()
+                while len([e for e in taken if isinstance(e, Whisper)]) < 2:
+                    taken += await events.receive_batch()
+                got += [e.frames[0] for e in taken if isinstance(e, Whisper)]
+            assert got == [w for i in range(40) for w in (b"%d" % i, b"%d+" % i)]

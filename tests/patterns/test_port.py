@@ -12,14 +12,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import FAST, free_udp_port
+from tests.support.nodes import FAST, MEMORY, free_udp_port
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy, _port
 from trizre.patterns import _protocol as proto
@@ -217,6 +217,44 @@ async def test_a_port_for_a_stopped_node_reads_only_stop() -> None:
             assert port.closed
             stats: dict[str, Any] = port.statistics()
             assert stats["decoded"] == 0
+
+
+async def test_the_port_takes_a_burst_of_events_in_bounded_batches_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One read (one cancellation check) per batch, not per event (issue 28); each
+    batch at most 64, so the pump lets other tasks run between them."""
+    sizes: list[int] = []
+    real = trizre.EventStream.receive_batch
+
+    async def counted(stream: trizre.EventStream, max_events: int = 256) -> list[trizre.Event]:
+        batch = await real(stream, max_events)
+        sizes.append(len(batch))
+        return batch
+
+    monkeypatch.setattr(trizre.EventStream, "receive_batch", counted)
+    seen: list[object] = []
+
+    class Router:
+        def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
+            raise AssertionError("no reply was sent")
+
+        def on_event(self, event: object) -> None:
+            seen.append(event)
+
+    with trio.fail_after(10):
+        async with trizre.open_node("w", **MEMORY) as w:
+            port = _port.PatternPort(w)
+            port.add_router(Router())
+            burst = [trizre.Join(uuid4(), "x", f"g{i}") for i in range(100)]
+            for event in burst:  # all buffered before the pump runs
+                assert w._fanout.publish_nowait(event)
+            async with trio.open_nursery() as nursery:
+                port._attach(nursery)
+                await trio.testing.wait_all_tasks_blocked()
+                assert seen == burst
+                assert sizes == [64, 36]
+                port._detach(nursery)
 
 
 async def test_a_request_for_a_service_nobody_here_offers_is_counted_unserved() -> None:

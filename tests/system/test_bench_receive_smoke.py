@@ -39,6 +39,7 @@ def test_bench_receive_quick(tmp_path: Path) -> None:
         "move_on_after",
         "pushed",
         "idle_timeout",
+        "batch",
     }
     for runs in data["results"].values():
         assert len(runs) == 1 and runs[0]["rate"] > 0 and runs[0]["cpu_us"] > 0

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, final
 from uuid import UUID
@@ -65,6 +65,12 @@ log = logging.getLogger("trizre.patterns")
 
 VERSION_WARNING_INTERVAL = 10.0
 """Seconds between two warnings of envelopes in a version this node does not speak."""
+
+
+_REQUEST_OCTET = proto.REQUEST_OCTET
+_VERSION = proto.VERSION
+_BATCH = 64
+"""Events the pump takes at most in one read: what it dispatches between two schedule points."""
 
 
 class _Server(Protocol):
@@ -230,56 +236,67 @@ class PatternPort:
 
     def dispatch(self, event: object) -> None:
         """Route one node event; never waits."""
-        if isinstance(event, Whisper):
-            frames = event.frames
-            if (
-                frames
-                and len(head := frames[0]) > 5
-                and head[5] == proto.REQUEST_OCTET  # replies, the client's, skip the call
-                and (fields := proto.request_head(head)) is not None
-            ):
-                # A version-2 request, the commonest: decoded in one pass
-                # into what its servers keep (no Request in between).
+        self.dispatch_batch((event,))
+
+    def dispatch_batch(self, events: Iterable[object]) -> None:
+        """Route node events, in order; never waits.
+
+        The pump's, one call a batch it read: the per-event work is this
+        loop's body, with no call of its own for each event (issue 28).
+        """
+        route_request = self._route_request
+        request_head = proto.request_head
+        for event in events:
+            if type(event) is Whisper:  # final: no subclass to miss
+                frames = event.frames
+                if (
+                    frames
+                    and len(head := frames[0]) > 5
+                    and head[5] == _REQUEST_OCTET  # replies, the client's, skip the call
+                    and (fields := request_head(head)) is not None
+                ):
+                    # A version-2 request, the commonest: decoded in one pass
+                    # into what its servers keep (no Request in between).
+                    self.decoded += 1
+                    request_id, service = fields
+                    route_request(event, request_id, service, tuple(frames[1:]), _VERSION)
+                    continue
+                try:
+                    message = proto.decode(frames)
+                except proto.PatternDecodeError as exc:
+                    self.malformed += 1
+                    self._drop_malformed(event.peer, frames[0], exc)
+                    continue
+                if message is None:
+                    continue  # application traffic: not ours
                 self.decoded += 1
-                request_id, service = fields
-                self._route_request(event, request_id, service, tuple(frames[1:]), proto.VERSION)
-                return
-            try:
-                message = proto.decode(frames)
-            except proto.PatternDecodeError as exc:
-                self.malformed += 1
-                self._drop_malformed(event.peer, frames[0], exc)
-                return
-            if message is None:
-                return  # application traffic: not ours
-            self.decoded += 1
-            if isinstance(message, proto.Request):
-                self._route_request(
-                    event, message.request_id, message.service, message.body, message.version
-                )
-            elif isinstance(message, proto.Reply | proto.Accepted):
-                claim = self._claims.get(message.request_id)
-                if claim is None:
-                    for router in self._routers:  # each counts it dropped
-                        router.on_message(event.peer, message)
-                elif isinstance(claim, list):
-                    for router in list(claim):
-                        router.on_message(event.peer, message)
+                if isinstance(message, proto.Request):
+                    self._route_request(
+                        event, message.request_id, message.service, message.body, message.version
+                    )
+                elif isinstance(message, proto.Reply | proto.Accepted):
+                    claim = self._claims.get(message.request_id)
+                    if claim is None:
+                        for router in self._routers:  # each counts it dropped
+                            router.on_message(event.peer, message)
+                    elif isinstance(claim, list):
+                        for router in list(claim):
+                            router.on_message(event.peer, message)
+                    else:
+                        claim.on_message(event.peer, message)
                 else:
-                    claim.on_message(event.peer, message)
-            else:
+                    for listener in self._listeners:
+                        listener.on_peer_event(event, message)
+                continue
+            for router in self._routers:
+                router.on_event(event)
+            if isinstance(event, Enter | Exit):
                 for listener in self._listeners:
-                    listener.on_peer_event(event, message)
-            return
-        for router in self._routers:
-            router.on_event(event)
-        if isinstance(event, Enter | Exit):
-            for listener in self._listeners:
-                listener.on_peer_event(event, None)
-        elif isinstance(event, Join) and event.group == STATUS_GROUP:
-            for servers in self._servers.values():
-                for server in servers:
-                    server.watcher_joined(event.peer)
+                    listener.on_peer_event(event, None)
+            elif isinstance(event, Join) and event.group == STATUS_GROUP:
+                for servers in self._servers.values():
+                    for server in servers:
+                        server.watcher_joined(event.peer)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -310,8 +327,14 @@ class PatternPort:
             with scope:
                 if previous is not None:
                     await previous.wait()  # the last reader is out: order is kept
-                async for event in self._events:
-                    self.dispatch(event)
+                receive_batch = self._events.receive_batch
+                dispatch_batch = self.dispatch_batch
+                while True:
+                    try:
+                        batch = await receive_batch(_BATCH)
+                    except trio.EndOfChannel:
+                        break
+                    dispatch_batch(batch)
                 self.closed = True  # the node stopped (Stop was the last event)
         finally:
             done.set()

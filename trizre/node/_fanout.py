@@ -304,13 +304,7 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
         queue = self._queue
         items = queue._items
         if items:
-            if len(items) <= max_events:  # take(), inline: the common case
-                batch = list(items)
-                items.clear()
-                if queue._putters._waiters:
-                    queue._putters.wake_all()
-            else:
-                batch = queue.take(max_events)
+            batch = queue.take(max_events)
             self._unyielded += len(batch)
             if self._unyielded >= _YIELD_EVERY:
                 self._unyielded = 0
@@ -332,12 +326,6 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
             if not await lead.drive(queue, checked):
                 await queue._getters.wait()
             checked = False
-        if len(items) <= max_events:  # as above
-            batch = list(items)
-            items.clear()
-            if queue._putters._waiters:
-                queue._putters.wake_all()
-            return batch
         return queue.take(max_events)
 
     async def receive(self) -> Event:

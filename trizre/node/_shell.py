@@ -492,12 +492,12 @@ class NodeShell:
     # --------------------------------------------------------------- clock
 
     def _presence_due(self, at: float) -> None:
-        """Have the clock pass over the peers by ``at``.
+        """Have the clock pass by ``at`` (it looks at the peers due then: ``NodeCore.due``).
 
-        While it sleeps, its wake-up time moves earlier, if need be: a pass
-        looks at every peer, and a pass per new peer made a mesh of N peers
-        that relinks at once cost N² looks (make scale: hundreds of new
-        peers after a kill -9).  During a pass, it passes again after.
+        While it sleeps, its wake-up time moves earlier, if need be, rather
+        than waking it at once: a mesh that relinks all at once (make scale:
+        hundreds of new peers after a kill -9) then makes one pass, not one
+        a peer.  During a pass, it passes again after.
         """
         sleep = self._presence_sleep
         if sleep is None:

@@ -133,6 +133,33 @@ async def test_peers_lists_name_uuid_endpoint_groups_headers_presence() -> None:
             assert "X-ROLE=db" in text and "chat, ops" in text
 
 
+async def test_peers_names_a_peer_that_left_before_the_listing() -> None:
+    """An empty listing must not read as "nobody was there" when a peer came and went."""
+    port = free_udp_port()
+    done: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def command() -> None:
+        done.append(
+            await trio.run_process(
+                [*GUARDED, "peers", *lo(port), "--wait", "4"],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        )
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(command)
+            async with trizre.open_node("bob", beacon_port=port, **FAST) as bob:
+                await next_event(bob.events(), trizre.Enter)  # the command's node
+            # bob stopped (GOODBYE to it): the command saw it enter and leave.
+    (result,) = done
+    assert result.returncode == 0, result.stderr
+    assert b"1 peer(s) left before the listing: bob" in result.stderr, result.stderr
+    assert b"no peers present after 4 s" in result.stderr, result.stderr
+
+
 async def peer_names(*options: str) -> list[str]:
     """The names ``trizre peers --json`` lists with these options (it must succeed)."""
     result = await trio.run_process(

@@ -4,6 +4,8 @@ Starts a node, listens for ``--wait`` seconds (beacons come every second,
 so the default of 3 hears every peer at least twice), prints each peer
 with its UUID, endpoint, groups, headers and presence, and exits.
 ``--json`` prints one JSON document instead of a table, for scripts.
+Peers that entered and left while it listened are named on stderr: an
+empty listing then does not read as "nobody was there".
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from uuid import UUID
 import trio
 
 from ..node._node import Node
+from ..sansio._events import Enter, Exit
 from ._common import add_node_options, open_command_node, positive_seconds, printable, run
 
 
@@ -48,13 +51,24 @@ def describe(node: Node, peer: UUID) -> dict[str, Any]:
 
 async def _peers(args: argparse.Namespace) -> int:
     async with open_command_node(args, name="trizre-peers") as node:
-        await trio.sleep(args.wait)
+        # Those that came and left while we listened: a listing that ends
+        # up empty must not read as "nobody was there".
+        left: dict[UUID, str] = {}
+        with trio.move_on_after(args.wait):
+            async for event in node.events():
+                if isinstance(event, Exit):
+                    left[event.peer] = event.name
+                elif isinstance(event, Enter):
+                    left.pop(event.peer, None)
         peers = sorted((describe(node, p) for p in node.peers()), key=lambda p: p["name"])
+    if left:
+        names = ", ".join(sorted(printable(name) for name in left.values()))
+        print(f"{len(left)} peer(s) left before the listing: {names}", file=sys.stderr)
     if args.json:
         print(json.dumps({"peers": peers}, indent=2))
         return 0
     if not peers:
-        print(f"no peers heard in {args.wait:g} s", file=sys.stderr)
+        print(f"no peers present after {args.wait:g} s", file=sys.stderr)
         return 0
     from rich.console import Console  # noqa: PLC0415 - only for the table
     from rich.table import Table  # noqa: PLC0415

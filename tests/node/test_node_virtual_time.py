@@ -368,10 +368,8 @@ async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_lon
             assert other not in node._peers
 
 
-async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Linking N peers, each in its own turn, must not poll N²/2 peers (make scale)."""
+def _count_polls(monkeypatch: pytest.MonkeyPatch) -> itertools.count[int]:
+    """Count ``PeerProtocol.poll`` calls: ``next()`` of the counter reads it (and adds one)."""
     polled = itertools.count()
     poll = PeerProtocol.poll
 
@@ -380,6 +378,14 @@ async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
         return poll(self, now)
 
     monkeypatch.setattr(PeerProtocol, "poll", counting)
+    return polled
+
+
+async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linking N peers, each in its own turn, must not poll N²/2 peers (make scale)."""
+    polled = _count_polls(monkeypatch)
     port = free_udp_port()
     with trio.fail_after(60):
         async with trizre.open_node("n", beacon_port=port, handshake_timeout=3.0, **MEMORY) as node:
@@ -406,14 +412,7 @@ async def test_a_clock_pass_looks_only_at_the_peers_whose_time_came(
     Their times must still hold: each is PINGed, reported and expired on time.
     """
     n = 200
-    polled = itertools.count()
-    poll = PeerProtocol.poll
-
-    def counting(self: PeerProtocol, now: float) -> Any:
-        next(polled)
-        return poll(self, now)
-
-    monkeypatch.setattr(PeerProtocol, "poll", counting)
+    polled = _count_polls(monkeypatch)
     port = free_udp_port()
     with trio.fail_after(120):
         async with (

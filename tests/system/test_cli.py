@@ -68,6 +68,16 @@ def test_usage_errors_exit_2_with_a_message(args: tuple[str, ...], message: str)
     assert "Traceback" not in result.stderr
 
 
+def test_an_unknown_option_names_its_command_not_the_top_level_usage() -> None:
+    """An operator's mistyped option must point at the command's own help."""
+    result = cli("peers", "--port", "5670", "--wait", "0.1")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "trizre peers: error: unrecognized arguments: --port 5670\n"
+        "Run 'trizre peers --help' for its options.\n"
+    )
+
+
 def test_audit_help_names_the_command_it_was_run_as() -> None:
     assert cli("audit", "--help").stdout.startswith("usage: trizre audit ")
     module = subprocess.run(

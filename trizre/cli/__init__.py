@@ -75,7 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     selected = next((arg for arg in args_list if not arg.startswith("-")), None)
     parser = build_parser(selected)
     try:
-        args = parser.parse_args(args_list)
+        args, extras = parser.parse_known_args(args_list)
+        if extras:
+            # argparse would print the top-level usage for an option of the
+            # command's: name the command, and where its options are.
+            where = "trizre" if args.command is None else f"trizre {args.command}"
+            parser.exit(
+                2,
+                f"{where}: error: unrecognized arguments: {' '.join(extras)}\n"
+                f"Run '{where} --help' for its options.\n",
+            )
     except SystemExit as exit_:  # --help, --version, usage errors
         return exit_.code if isinstance(exit_.code, int) else 2
     if args.command is None:

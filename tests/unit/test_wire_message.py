@@ -34,8 +34,10 @@ from trizre.wire import (
     election_body,
     encode,
     encode_whisper,
+    group_string,
     hello_excess,
     parse_election_body,
+    shout_builder,
     shout_encoder,
     shout_header,
     whisper_sequence,
@@ -685,6 +687,26 @@ def test_shout_encoder_refuses_what_encode_refuses() -> None:
     for bad in (65536, -1):
         with pytest.raises(EncodeError, match="sequence"):
             build(bad)
+
+
+@DETERMINISTIC
+@given(msg=shouts)
+def test_a_group_encoded_once_builds_what_encode_gives(msg: Shout) -> None:
+    """group_string is the group as a ZRE string; shout_builder from it is shout_encoder."""
+    tail = group_string(msg.group)
+    raw = msg.group.encode()
+    assert tail == bytes([len(raw)]) + raw
+    build = shout_builder(tail, msg.content, msg.version)
+    assert build(msg.sequence) == encode(msg)
+
+
+def test_group_string_refuses_what_a_zre_string_cannot_hold() -> None:
+    with pytest.raises(EncodeError, match="255"):
+        group_string("g" * 256)
+    with pytest.raises(EncodeError, match="UTF-8"):
+        group_string("\udfff")
+    with pytest.raises(EncodeError, match="sequence"):
+        shout_builder(group_string("g"), (b"x",), 2)(65536)
 
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES.values(), ids=ALL_STRATEGIES.keys())

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -363,3 +366,30 @@ async def test_an_interrupt_during_the_spin_ends_the_call_without_parking(
                 assert await rx.receive_batch() == []  # interrupted: nothing taken
         assert parks == []
         assert len(spin_by_count) < 10  # the spin stopped at the interrupt
+
+
+ROOT = str(Path(__file__).resolve().parents[2])  # this checkout, not an installed trizre
+_WEIGHT = """
+import sys, trio, trizre, trizre.patterns
+
+async def main():
+    async with trizre.open_node("light", interface="lo", discovery="memory") as node:
+        assert node.peers() == []
+
+trio.run(main)
+print(",".join(name for name in ("trio.testing", "_pytest") if name in sys.modules))
+"""
+
+
+async def test_a_process_that_never_busy_polls_loads_no_test_modules() -> None:
+    """``trio.testing`` (which loads pytest when it is installed, ~10 MB of RSS)
+    is imported on the first busy poll only: ``make bench`` found a node
+    process 9 MB heavier once the mode imported it for every process."""
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", _WEIGHT],
+            capture_stdout=True,
+            capture_stderr=True,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+    assert done.stdout.decode().strip() == "", done.stdout

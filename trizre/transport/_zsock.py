@@ -74,7 +74,6 @@ from time import perf_counter
 from typing import Any, Final, cast, final
 
 import trio
-import trio.testing
 import zmq
 
 from ..wire import OVERSIZE
@@ -458,7 +457,7 @@ class ZSocket:
         spinner.waiting[self] = None
         try:
             with trio.move_on_after(budget) as idle_wait:
-                await trio.testing.wait_all_tasks_blocked()
+                await _all_tasks_blocked()
         finally:
             # pop: two tasks receiving on one socket may both be polling.
             spinner.waiting.pop(self, None)
@@ -865,6 +864,17 @@ class _Spinner:
     def __init__(self) -> None:
         self.generation = 0
         self.waiting: dict[ZSocket, None] = {}  # in order of arrival
+
+
+async def _all_tasks_blocked() -> None:
+    """``trio.testing.wait_all_tasks_blocked``, imported on the first busy poll.
+
+    ``trio.testing`` loads pytest's modules when pytest is installed (about
+    10 MB of RSS a process): a node without ``busy_poll`` must not pay that.
+    """
+    from trio.testing import wait_all_tasks_blocked  # noqa: PLC0415
+
+    await wait_all_tasks_blocked()
 
 
 def _spinner() -> _Spinner:

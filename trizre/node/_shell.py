@@ -282,6 +282,13 @@ class NodeShell:
         peer = PeerSession(self._core.protocol_for(connect, now), link, self._sent)
         for action in self._core.add(peer, now):
             self._do(action)
+        if inbox is not None:
+            # Its first look on the sweep's grid, if no later than its first
+            # deadline: a mesh's in-process peers, linked over a second, are
+            # then looked at in a pass a node, not one each (make bench).
+            at = min(peer.protocol.deadline(), self._next_sweep(now))
+            self._core.due.schedule(peer.uuid, peer, at)
+            self._presence_due(at)
         if self._deafness.deaf:
             self._planned_deaf = True  # its time took the whole credit
         return peer
@@ -549,8 +556,14 @@ class NodeShell:
                     more += stuck.values()
                 if more:  # once each (by identity: a UUID may be a new session)
                     visit = list({id(peer): peer for peer in (*visit, *more)}.values())
+            reading = False
             for peer in visit:
-                await self._look_at(peer, now)
+                if self._reads(peer, now):
+                    reading = True  # looked at again on the sweep
+                else:
+                    await self._look_at(peer, now)
+            if reading and self._sweep_at == math.inf:
+                self._sweep_at = self._next_sweep(now)
             deadline = min(
                 now + self._config.evasive_timeout, core.deadline(), due.next(), self._sweep_at
             )
@@ -619,16 +632,29 @@ class NodeShell:
         look: list[PeerSession] = []
         reading = False
         for peer in self._core.peers.values():
-            link = peer.link
-            if not link.in_process:
+            if not peer.link.in_process:
                 continue  # TCP peers: NodeCore.due
-            if link.closed or peer.protocol.has_queued or link.liveness(now) != now:
-                look.append(peer)
-            else:
-                peer.protocol.heard(now)
+            if self._reads(peer, now):
                 reading = True
+            else:
+                look.append(peer)
         self._sweep_at = self._next_sweep(now) if reading else math.inf
         return look
+
+    @staticmethod
+    def _reads(peer: PeerSession, now: float) -> bool:
+        """An in-process peer whose node reads now, with nothing queued: heard, nothing due.
+
+        The clock's look at such a peer, without an await or a lookup (a
+        closed link is a removed peer's too, and takes the full look).
+        """
+        link = peer.link
+        if not link.in_process or link.closed or peer.protocol.has_queued:
+            return False
+        if link.liveness(now) != now:
+            return False
+        peer.protocol.heard(now)
+        return True
 
     def _next_sweep(self, now: float) -> float:
         """This node's first sweep after ``now``: before any deadline of a peer heard ``now``.

@@ -280,15 +280,12 @@ class NodeShell:
                 )
                 return None
         peer = PeerSession(self._core.protocol_for(connect, now), link, self._sent)
-        for action in self._core.add(peer, now):
+        # An in-process peer's first look on the sweep's grid, if no later
+        # than its first deadline: a mesh's in-process peers, linked over a
+        # second, are then looked at in a pass a node, not one each.
+        look_by = math.inf if inbox is None else self._next_sweep(now)
+        for action in self._core.add(peer, now, look_by):
             self._do(action)
-        if inbox is not None:
-            # Its first look on the sweep's grid, if no later than its first
-            # deadline: a mesh's in-process peers, linked over a second, are
-            # then looked at in a pass a node, not one each (make bench).
-            at = min(peer.protocol.deadline(), self._next_sweep(now))
-            self._core.due.schedule(peer.uuid, peer, at)
-            self._presence_due(at)
         if self._deafness.deaf:
             self._planned_deaf = True  # its time took the whole credit
         return peer

@@ -313,13 +313,14 @@ class NodeCore(Generic[S]):
             limits=rules.limits,
         )
 
-    def add(self, peer: S, now: float) -> Sequence[Action[S]]:
+    def add(self, peer: S, now: float, look_by: float = math.inf) -> Sequence[Action[S]]:
         """Enter ``peer`` (its protocol from :meth:`protocol_for`) in the table.
 
         A TCP peer joins those waiting for HELLO; if there are
         ``max_pending_peers`` already, the oldest is dropped first.
         Returns those drops, then the flush of our HELLO and the peer's
-        first deadline (also scheduled in :attr:`due`).
+        first look: its first deadline, or ``look_by`` if sooner (the
+        shell's sweep), also scheduled in :attr:`due`.
         """
         self._voice.now = now
         actions: list[Action[S]] = []
@@ -339,9 +340,9 @@ class NodeCore(Generic[S]):
         self.peers[peer.uuid] = peer
         self.by_route[peer.protocol.route] = peer
         actions.append(Flush(peer))
-        deadline = peer.protocol.deadline()
-        self.due.schedule(peer.uuid, peer, deadline)
-        actions.append(WakeAt(deadline))
+        first = min(peer.protocol.deadline(), look_by)
+        self.due.schedule(peer.uuid, peer, first)
+        actions.append(WakeAt(first))
         return actions
 
     def handshake_for(self, peer_uuid: UUID) -> float:

@@ -44,6 +44,7 @@ from trizre.sansio.node_core import (
     Connect,
     CoreRules,
     NodeCore,
+    WakeAt,
 )
 from trizre.trace._contract import ExitReason
 from trizre.wire import OVERSIZE
@@ -401,6 +402,21 @@ def test_an_in_process_peer_spends_no_budget_and_ignores_leaving_beacons() -> No
     local.sent.clear()
     shell.beacon(wire.Beacon(PEER, 0), HOST, 1.0)  # it says GOODBYE over its link instead
     assert local.sent == [] and PEER not in core.leave_hints
+
+
+@pytest.mark.parametrize("look_by", [2.0, 1e9])
+def test_a_new_peer_is_first_looked_at_by_look_by_or_its_deadline(look_by: float) -> None:
+    """The shell's sweep sets an in-process peer's first look; never after its deadline."""
+    shell = make()
+    core = shell.core
+    (connect,) = core.on_beacon(wire.Beacon(PEER, 5000), HOST, b"k", 0.0)
+    assert isinstance(connect, Connect) and core.admit(connect, in_process=True, now=0.0)
+    local = Session(core.protocol_for(connect, 0.0), in_process=True)
+    first = min(local.protocol.deadline(), look_by)
+    actions = core.add(local, 0.0, look_by)
+    assert actions[-1] == WakeAt(first)
+    assert core.due.pop(first - 1e-9) == [] and core.due.pop(first) == [local]
+    assert len(core.due) == 0  # one entry, not two
 
 
 @pytest.mark.parametrize("refresh", [True, False])

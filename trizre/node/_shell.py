@@ -559,8 +559,8 @@ class NodeShell:
                     reading = True  # looked at again on the sweep
                 else:
                     await self._look_at(peer, now)
-            if reading and self._sweep_at == math.inf:
-                self._sweep_at = self._next_sweep(now)
+            if reading:
+                self._arm_sweep(now)
             deadline = min(
                 now + self._config.evasive_timeout, core.deadline(), due.next(), self._sweep_at
             )
@@ -592,8 +592,7 @@ class NodeShell:
             protocol.heard(now)  # its node reads: alive, nothing can be due
             # Looked at again on the next sweep, with the node's other
             # in-process peers: one pass for all, not one a peer at its time.
-            if self._sweep_at == math.inf:
-                self._sweep_at = self._next_sweep(now)
+            self._arm_sweep(now)
             return
         if seen is not None and seen > protocol.presence.last_heard:
             protocol.heard(seen)
@@ -652,6 +651,11 @@ class NodeShell:
             return False
         peer.protocol.heard(now)
         return True
+
+    def _arm_sweep(self, now: float) -> None:
+        """Have the next sweep come, for a peer just heard reading (one is due already, or now)."""
+        if self._sweep_at == math.inf:
+            self._sweep_at = self._next_sweep(now)
 
     def _next_sweep(self, now: float) -> float:
         """This node's first sweep after ``now``: before any deadline of a peer heard ``now``.

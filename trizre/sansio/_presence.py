@@ -42,6 +42,7 @@ answer its peers' PINGs either, and they drop it.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from typing import final
 
@@ -131,7 +132,11 @@ _NEVER_DEAF = Deafness()  # never stopped: for clocks whose owner is always read
 # hold 9,900 clocks): a link PING not yet planned, and each evasive time's
 # answer time, made once.
 _NO_PING = -math.inf
-_ANSWERS: dict[float, float] = {}
+
+
+@functools.lru_cache(maxsize=64)
+def _evasive_at(evasive: float) -> float:
+    return evasive + answer_time(evasive)
 
 
 @final
@@ -164,13 +169,7 @@ class Presence:
             raise ValueError(f"timeouts must be positive, got {evasive=} {expired=}")
         self._evasive = evasive
         self._expired = expired
-        # The silence at which it is evasive.
-        answer = _ANSWERS.get(evasive)
-        if answer is None:
-            answer = _ANSWERS[evasive] = evasive + answer_time(evasive)
-            if len(_ANSWERS) > 64:  # a caller that makes up timeouts: stay bounded
-                _ANSWERS.clear()
-        self._answer = answer
+        self._answer = _evasive_at(evasive)  # the silence at which it is evasive
         self._deafness = _NEVER_DEAF if deafness is None else deafness
         self.last_heard = now  # traffic or a beacon
         self.last_link = now  # traffic over the link

@@ -173,9 +173,10 @@ def test_the_deadline_heap_stays_bounded_when_each_deadline_is_earlier() -> None
         assert len(router._deadlines) <= 2 * 1 + 64 + 1  # one request open at a time
 
 
-def test_the_first_attempt_asks_only_the_least_loaded_whether_they_are_responsive() -> None:
+def test_the_first_attempt_asks_only_its_choice_whether_it_is_responsive() -> None:
     """Issue 28: each responsiveness check is a node call and a UUID hash; with
-    requests in flight the ranking needs only the least loaded workers' answer."""
+    requests in flight the ranking needs only the answer of the worker it would
+    pick (the least loaded, least recently used), unless that one is unresponsive."""
     asked: list[uuid.UUID] = []
 
     class Counting(StubNode):
@@ -192,7 +193,7 @@ def test_the_first_attempt_asks_only_the_least_loaded_whether_they_are_responsiv
     client._last_used[workers[1].int] = 5
     client._last_used[workers[3].int] = 2
     assert client._choose("echo", router.open(1, "echo")) == workers[3]  # least recently used
-    assert asked == [workers[1], workers[3]]
+    assert asked == [workers[3]]
     # The least loaded is unresponsive: the next one up, as the full ranking says.
     asked.clear()
     node.unresponsive.update({workers[1], workers[3]})

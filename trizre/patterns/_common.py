@@ -480,7 +480,8 @@ class ReplyRouter:
             pending.wake()
 
     def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
-        self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
+        if self.suspicion:  # usually empty: a UUID key costs a Python-level hash
+            self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
         pending = self._pending.get(reply.request_id)
         if (
             pending is None

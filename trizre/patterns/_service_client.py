@@ -102,30 +102,22 @@ class ServiceClient:
                 if best is None or rank < best:
                     choice, best = worker, rank
         else:
-            # The common case (nothing suspect, a first attempt): the fewest
-            # in flight first, and only those asked whether they are
-            # responsive (a node call and a UUID hash each: most requests
-            # ask one worker, not all).  When one of them is, the least
-            # loaded responsive workers are exactly the ones the ranking
-            # puts first; when none is, the full ranking decides.
-            loads = [load.get(worker.int, 0) for worker in workers] if load else None
-            least = min(loads) if loads is not None else 0
-            choice_used: int | None = None
-            found = False
-            for index, worker in enumerate(workers):
-                if loads is not None and loads[index] != least:
+            # The common case (nothing suspect, a first attempt): the least
+            # loaded worker, the least recently used among equals.  Only it
+            # is asked whether it is responsive (a node call and a UUID hash
+            # each): when it is, it is the ranking's first (the ranking puts
+            # responsive workers first, and none outranks it among them);
+            # when not, the full ranking decides.
+            choice_load = choice_used = -1
+            for worker in workers:
+                key = worker.int
+                worker_load = load.get(key, 0)
+                if worker_load > choice_load >= 0:
                     continue
-                if not responsive(worker):
-                    continue
-                if not found:
-                    choice, found = worker, True
-                    continue
-                if choice_used is None:
-                    choice_used = last_used.get(choice.int, -1)
-                used = last_used.get(worker.int, -1)
-                if used < choice_used:
-                    choice, choice_used = worker, used
-            if not found:
+                used = last_used.get(key, -1)
+                if choice_load < 0 or worker_load < choice_load or used < choice_used:
+                    choice, choice_load, choice_used = worker, worker_load, used
+            if not responsive(choice):
                 choice = self._rank_all(workers)
         self._uses += 1
         self._last_used[choice.int] = self._uses

@@ -43,7 +43,7 @@ def forge(node: trizre.Node, count: int, sources: int) -> None:
         sender = source(n % sources)
         key = wire.encode_beacon(beacon) + sender.encode()
         for deliver in list(network._listeners.values()):
-            deliver(beacon, sender, key)
+            deliver(beacon, sender, key, trio.current_time())
 
 
 @pytest.fixture

@@ -147,7 +147,9 @@ async def test_forged_leaves_and_a_throttled_stranger_show_in_a_real_scrape() ->
 
             def beacon(peer: uuid.UUID, source: str, port: int) -> None:
                 sent = wire.Beacon(peer, port)
-                a._on_beacon(sent, source, wire.encode_beacon(sent) + source.encode())
+                a._on_beacon(
+                    sent, source, wire.encode_beacon(sent) + source.encode(), trio.current_time()
+                )
 
             beacon(b.uuid, "127.0.0.2", 0)  # b leaving, said by another host: forged
             beacon(b.uuid, "127.0.0.2", 0)

@@ -21,6 +21,7 @@ import trio.testing
 import trizre
 from tests.support.nodes import (
     MEMORY,
+    MemoryRawPeer,
     free_udp_port,
     memory_raw_peer,
     next_event,
@@ -32,6 +33,7 @@ from trizre.node import _node
 from trizre.sansio._peer import PeerProtocol
 from trizre.sansio.node_core._due import Due
 from trizre.transport._discovery import MemoryDiscovery
+from trizre.transport._links import LocalLink
 
 
 async def test_nodes_meet_at_their_first_beacon(autojump_clock: trio.testing.MockClock) -> None:
@@ -300,7 +302,7 @@ def _forge(node: trizre.Node, count: int) -> list[uuid.UUID]:
         beacon = wire.Beacon(fake, 1 + fake.int % 1000)  # ports nobody listens on
         key = wire.encode_beacon(beacon) + b"127.0.0.1"
         for deliver in list(network._listeners.values()):
-            deliver(beacon, "127.0.0.1", key)
+            deliver(beacon, "127.0.0.1", key, trio.current_time())
     return forged
 
 
@@ -333,8 +335,9 @@ def _announce(node: trizre.Node, peer: uuid.UUID) -> None:
     assert isinstance(network, MemoryDiscovery)
     beacon = wire.Beacon(peer, 1 + peer.int % 1000)
     key = wire.encode_beacon(beacon) + b"127.0.0.1"
+    now = trio.current_time()
     for deliver in list(network._listeners.values()):
-        deliver(beacon, "127.0.0.1", key)
+        deliver(beacon, "127.0.0.1", key, now)
 
 
 async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_long(
@@ -787,3 +790,74 @@ class _Steps(trio.abc.Instrument):
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         if task is self.task:
             self.count += 1
+
+
+async def test_peers_kept_alive_by_beacons_do_not_each_wake_the_clock(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 (500 nodes): with ``beacons_refresh``, each beacon moves its TCP peer's
+    deadline later, after the clock scheduled its look at the earlier one.
+
+    Each such look found nothing due and was a wake-up of the clock of its
+    own: a pass a peer every ``evasive_timeout``, about 40 a second in every
+    node of a 500-node mesh.  Early entries now move together, in a pass the
+    clock makes anyway.  The link's own clock still holds to the instant:
+    each peer is PINGed ``expired_timeout`` after its last TCP traffic.
+    """
+    # The peers look like TCP ones: liveness only from their traffic and beacons.
+    monkeypatch.setattr(LocalLink, "in_process", False)
+    monkeypatch.setattr(LocalLink, "liveness", lambda self, now: None)
+    passes = itertools.count()
+    pop = Due.pop
+
+    def counting(self: Due[Any, Any], now: float) -> Any:
+        next(passes)
+        return pop(self, now)
+
+    monkeypatch.setattr(Due, "pop", counting)
+    n = 40
+    port = free_udp_port()
+    options = {**MEMORY, "beacons_refresh": True}  # evasive 5 s, expired 30 s
+    with trio.fail_after(120):
+        async with (
+            trizre.open_node("n", beacon_port=port, **options) as node,
+            AsyncExitStack() as stack,
+            trio.open_nursery() as nursery,
+        ):
+            events = node.events(max_buffer=4 * n)
+            raws = [await stack.enter_async_context(memory_raw_peer(node)) for _ in range(n)]
+            greeted: dict[uuid.UUID, float] = {}
+            pinged: dict[uuid.UUID, float] = {}
+
+            async def read(raw: MemoryRawPeer) -> None:
+                while True:
+                    if type(await raw.receive()) is wire.Ping:
+                        pinged.setdefault(raw.uuid, trio.current_time())
+
+            async def beacons(raw: MemoryRawPeer, phase: float) -> None:
+                await trio.sleep(phase)  # each peer's beacons at a time of its own
+                beacon = wire.Beacon(raw.uuid, int(raw.endpoint.rsplit(":", 1)[1]))
+                key = wire.encode_beacon(beacon) + b"127.0.0.1"
+                network = node._discovery
+                assert isinstance(network, MemoryDiscovery)
+                while True:
+                    for deliver in list(network._listeners.values()):
+                        deliver(beacon, "127.0.0.1", key, trio.current_time())
+                    await trio.sleep(1.0)
+
+            for i, raw in enumerate(raws):
+                nursery.start_soon(read, raw)
+                await raw.hello()
+                greeted[raw.uuid] = trio.current_time()  # its last TCP traffic, from here on
+                nursery.start_soon(beacons, raw, i / n)
+                await trio.sleep(0.05)
+            for _ in range(n):
+                assert type(await events.receive()) is trizre.Enter
+            first = next(passes)
+            await trio.sleep(25.0 - (trio.current_time() - min(greeted.values())))
+            # Early looks each on a wake-up of their own were 162 passes; now 6.
+            assert next(passes) - first < 30
+            await trio.sleep(10.0)
+            assert pinged == {peer: at + 30.0 for peer, at in greeted.items()}
+            assert all(peer in node._peers for peer in greeted)  # its beacons keep it
+            nursery.cancel_scope.cancel()

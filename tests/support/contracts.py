@@ -315,7 +315,7 @@ class _Ear:
 
 async def _listen(
     discovery: Discovery,
-    deliver: Callable[[Beacon, str, bytes], None],
+    deliver: Callable[[Beacon, str, bytes, float], None],
     scope: trio.CancelScope,
     task_status: trio.TaskStatus[None],
 ) -> None:
@@ -336,11 +336,20 @@ async def _network(
             send, receive = trio.open_memory_channel[Heard](1000)
 
             def deliver(
-                beacon: Beacon, source: str, key: bytes, send: trio.MemorySendChannel[Heard] = send
+                beacon: Beacon,
+                source: str,
+                key: bytes,
+                now: float,
+                send: trio.MemorySendChannel[Heard] = send,
+                since: float = trio.current_time(),
             ) -> None:
-                send.send_nowait((beacon, source, key))
+                # The time of delivery, read once for every listener: never
+                # before this listener came nor after this call.  A wrong one
+                # is never heard (the wait for it fails the check).
+                if since <= now <= trio.current_time():
+                    send.send_nowait((beacon, source, key))
 
-            def refuse(beacon: Beacon, source: str, key: bytes) -> None:
+            def refuse(beacon: Beacon, source: str, key: bytes, now: float) -> None:
                 raise RuntimeError("this listener fails on purpose")
 
             ear = _Ear(receive, trio.CancelScope())

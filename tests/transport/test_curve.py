@@ -348,7 +348,9 @@ async def test_a_hello_for_a_known_uuid_under_another_key_is_refused(
         ) as na:
             x_id = uuid.uuid4()
             beacon = wire.Beacon(x_id, 1, 3, x.public)  # a closed port: x never connects
-            na._on_beacon(beacon, "127.0.0.1", wire.encode_beacon(beacon) + b"127.0.0.1")
+            na._on_beacon(
+                beacon, "127.0.0.1", wire.encode_beacon(beacon) + b"127.0.0.1", trio.current_time()
+            )
             assert x_id in na._peers
             async with raw_peer(na, curve=mallory, claim=x_id) as spoof:
                 await spoof.hello("x", headers=((PUBLIC_KEY_HEADER, mallory.public_z85),))

@@ -96,6 +96,12 @@ _TRACE_KINDS: Final[dict[type, str]] = {
 }
 
 
+def _tcp_deadline(peer: PeerSession) -> float | None:
+    """A TCP peer's real next deadline, for ``Due.settle``; ``None`` for an
+    in-process one, whose entry may be a look asked for another reason."""
+    return None if peer.link.in_process else peer.protocol.deadline()
+
+
 class NodeShell:
     """The node's tasks and state outside the rules; :class:`~trizre.Node` adds the API."""
 
@@ -125,6 +131,7 @@ class NodeShell:
         # 1.1-1.4 %; all at once, they spend ~10 ms every 5 s).
         self._sweep_at = math.inf
         self._sweep_period = min(config.evasive_timeout, config.expired_timeout)
+        self._settle_horizon = self._sweep_period / 2
         self._local_link_closed = self._look_soon  # one bound method for all local links
         self._curve = config.curve
         self._watch_links = config.watch_links  # issue 25; off: issue 28
@@ -561,6 +568,11 @@ class NodeShell:
                     await self._look_at(peer, now)
             if reading:
                 self._arm_sweep(now)
+            if not self._deafness.deaf:
+                # Entries made early by what was heard since (beacons, with
+                # beacons_refresh) move to their real times together: one
+                # wake-up for them all, not one each (issue 28, 500 nodes).
+                due.settle(now + self._settle_horizon, _tcp_deadline)
             deadline = min(
                 now + self._config.evasive_timeout, core.deadline(), due.next(), self._sweep_at
             )
@@ -680,10 +692,9 @@ class NodeShell:
 
     # ------------------------------------------------------------- beacons
 
-    def _on_beacon(self, beacon: wire.Beacon, address: str, key: bytes) -> None:
+    def _on_beacon(self, beacon: wire.Beacon, address: str, key: bytes, now: float) -> None:
         """Called by the discovery, synchronously, for every beacon: the core decides."""
         core = self._core
-        now = trio.current_time()
         for action in core.on_beacon(beacon, address, key, now):
             if type(action) is Connect:
                 if (peer := self._connect(action, now)) is not None:

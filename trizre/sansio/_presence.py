@@ -193,8 +193,9 @@ class Presence:
 
     def beacon(self, now: float) -> None:
         """A beacon arrived at ``now``: the peer is alive, but this says nothing of the link."""
+        deafness = self._deafness  # as heard(): every beacon of every peer comes here
         self.last_heard = now
-        self._heard_mark = self._deafness.mark(now)
+        self._heard_mark = deafness.total if deafness.since is None else deafness.mark(now)
         self.liveness = Liveness.ALIVE
 
     # Silence is measured from a start: when it was last heard, moved on by

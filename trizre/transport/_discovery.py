@@ -296,10 +296,11 @@ async def _bind(interface: Interface | Interface6, port: int) -> BeaconSocket:
 
 # ------------------------------------------------------------ the interface
 
-# (beacon, sender address, key): the key is the same bytes object for every
-# beacon with the same content and sender, so a node can remember "nothing
-# to do for this one" with one dict lookup whose hash is already computed.
-Deliver = Callable[[Beacon, str, bytes], None]
+# (beacon, sender address, key, now): the key is the same bytes object for
+# every beacon with the same content and sender, so a node can remember
+# "nothing to do for this one" with one dict lookup whose hash is already
+# computed; ``now`` (trio.current_time()) is read once for all listeners.
+Deliver = Callable[[Beacon, str, bytes, float], None]
 
 
 class Discovery(Protocol):
@@ -315,6 +316,9 @@ class Discovery(Protocol):
 
     async def listen(self, deliver: Deliver) -> None:
         """Call ``deliver`` for every beacon heard, synchronously, until cancelled.
+
+        Each call gets the beacon, its sender, its key (see ``Deliver``) and
+        when it was heard (``trio.current_time()``, read once a beacon).
 
         ``deliver`` must not block; an exception from it is logged and the
         other listeners still get the beacon.
@@ -391,9 +395,10 @@ class BeaconHub:
             if len(keys) >= _MAX_KEYS and key not in keys:
                 keys.clear()  # churn of departed senders: start over
             key = keys.setdefault(key, key)
+            now = trio.current_time()
             for deliver in list(self._listeners.values()):
                 try:
-                    deliver(beacon, sender, key)
+                    deliver(beacon, sender, key, now)
                 except Exception:
                     log_rarely(
                         logger,
@@ -402,7 +407,7 @@ class BeaconHub:
                         logging.ERROR,
                         "a node failed to handle a beacon from %s",
                         sender,
-                        now=trio.current_time(),
+                        now=now,
                         exc_info=True,
                     )
 
@@ -475,9 +480,10 @@ class MemoryDiscovery:
         if self._closed:
             raise trio.ClosedResourceError("the in-memory discovery is closed")
         key = encode_beacon(beacon) + self._address.encode()
+        now = trio.current_time()
         for deliver in list(self._listeners.values()):
             try:
-                deliver(beacon, self._address, key)
+                deliver(beacon, self._address, key, now)
             except Exception:
                 log_rarely(
                     logger,
@@ -486,7 +492,7 @@ class MemoryDiscovery:
                     logging.ERROR,
                     "a node failed to handle a beacon from %s",
                     self._address,
-                    now=trio.current_time(),
+                    now=now,
                     exc_info=True,
                 )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar, final
 
 __all__ = ["Due"]
@@ -79,6 +79,28 @@ class Due(Generic[K, V]):
                 del token[key]
                 due.append(item)
         return due
+
+    def settle(self, until: float, actual: Callable[[V], float | None]) -> None:
+        """Move the early entries at the front, due by ``until``, to their real times.
+
+        ``actual(item)`` is the item's time now, or ``None`` to leave its
+        entry as it is.  An early entry (the peer was heard since it was
+        scheduled) then costs no wake-up of its own: the pass before it
+        moves it, with the others behind it.  It stops at the first entry
+        that holds (or ``None``): that one wakes the next pass, which goes
+        on from there, so each entry is asked about once a pass at most.
+        Nothing is handed out; an item never moves earlier here.
+        """
+        heap, token = self._heap, self._token
+        while heap and heap[0][0] <= until:
+            at, tie, key, item = heap[0]
+            if token.get(key) != tie:
+                heapq.heappop(heap)  # void: replaced or forgotten
+                continue
+            later = actual(item)
+            if later is None or later <= at:
+                return
+            heapq.heapreplace(heap, (later, tie, key, item))  # still the key's live entry
 
     def next(self) -> float:
         """The earliest scheduled time (``math.inf`` if nothing is scheduled)."""

@@ -385,6 +385,19 @@ def _count_polls(monkeypatch: pytest.MonkeyPatch) -> itertools.count[int]:
     return polled
 
 
+def _count_passes(monkeypatch: pytest.MonkeyPatch) -> itertools.count[int]:
+    """Count the presence clock's passes (one ``Due.pop`` each): ``next()`` reads it."""
+    passes = itertools.count()
+    pop = Due.pop
+
+    def counting(self: Due[Any, Any], now: float) -> Any:
+        next(passes)
+        return pop(self, now)
+
+    monkeypatch.setattr(Due, "pop", counting)
+    return passes
+
+
 async def test_new_peers_one_by_one_do_not_each_cost_a_pass_over_every_peer(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -460,14 +473,7 @@ async def test_in_process_peers_that_read_are_looked_at_together_on_a_sweep(
     mesh.  A peer whose node stops reading keeps its exact times (the test
     above).
     """
-    passes = itertools.count()
-    pop = Due.pop
-
-    def counting(self: Due[Any, Any], now: float) -> Any:
-        next(passes)
-        return pop(self, now)
-
-    monkeypatch.setattr(Due, "pop", counting)
+    passes = _count_passes(monkeypatch)
     n = 12
     port = free_udp_port()
     with trio.fail_after(300):
@@ -807,14 +813,7 @@ async def test_peers_kept_alive_by_beacons_do_not_each_wake_the_clock(
     # The peers look like TCP ones: liveness only from their traffic and beacons.
     monkeypatch.setattr(LocalLink, "in_process", False)
     monkeypatch.setattr(LocalLink, "liveness", lambda self, now: None)
-    passes = itertools.count()
-    pop = Due.pop
-
-    def counting(self: Due[Any, Any], now: float) -> Any:
-        next(passes)
-        return pop(self, now)
-
-    monkeypatch.setattr(Due, "pop", counting)
+    passes = _count_passes(monkeypatch)
     n = 40
     port = free_udp_port()
     options = {**MEMORY, "beacons_refresh": True}  # evasive 5 s, expired 30 s

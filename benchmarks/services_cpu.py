@@ -77,5 +77,7 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--requests", type=int, default=40000)
     args = parser.parse_args()
+    if args.workers < 1 or args.requests < 1:
+        parser.error("--workers and --requests must be at least 1")
     cpu_each, rate = trio.run(main, args.workers, args.requests)
     print(f"{cpu_each:.2f} us CPU/request, {rate:,.0f}/s")

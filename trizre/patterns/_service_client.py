@@ -112,8 +112,8 @@ class ServiceClient:
             for worker in workers:
                 key = worker.int
                 worker_load = load.get(key, 0)
-                if worker_load > choice_load >= 0:
-                    continue
+                if choice_load >= 0 and worker_load > choice_load:
+                    continue  # more loaded than the one chosen so far
                 used = last_used.get(key, -1)
                 if choice_load < 0 or worker_load < choice_load or used < choice_used:
                     choice, choice_load, choice_used = worker, worker_load, used

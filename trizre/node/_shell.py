@@ -131,6 +131,9 @@ class NodeShell:
         # 1.1-1.4 %; all at once, they spend ~10 ms every 5 s).
         self._sweep_at = math.inf
         self._sweep_period = min(config.evasive_timeout, config.expired_timeout)
+        # How far ahead a pass moves early entries (Due.settle): half the
+        # period, so that an entry moved to its real time (about a period
+        # on, from its last beacon) lands past it and is asked once a pass.
         self._settle_horizon = self._sweep_period / 2
         self._local_link_closed = self._look_soon  # one bound method for all local links
         self._curve = config.curve

@@ -517,7 +517,9 @@ class Bench:
                 rate = self.results.row(label, "deliveries/s")
                 lost = self.results.row(label, "lost", target="0")
                 cpu = self.results.row(label, "CPU per delivery, all processes, µs", "{:.2f}")
-                for impl in self.impls:
+                # raw pyzmq: a SHOUT's frames from plain sockets, no Trio and
+                # no ZRE state; the ceiling for any Python peer on pyzmq.
+                for impl in (*self.impls, "raw"):
                     self.attempt(
                         f"fanout/{k}/{layout}/{impl}",
                         lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost, cpu=cpu: (
@@ -547,14 +549,26 @@ class Bench:
                 else:
                     receivers = [self.spawn(impl, "b", "R", nodes=k, **common)]
                 agents.extend(receivers)
-                sender = self.spawn(impl, "a", "S", port=port, expect_peers=k, expect_group=GROUP)
+                # raw pyzmq has no discovery: its sender connects a DEALER
+                # to each receiving socket it is told of.
+                connect = None
+                if impl == "raw":
+                    connect = ",".join(
+                        e for r in receivers for e in r.started(timeout=30)["endpoints"]
+                    )
+                sender = self.spawn(
+                    impl, "a", "S", port=port, expect_peers=k, expect_group=GROUP, connect=connect
+                )
                 agents.append(sender)
                 for agent in agents:
                     agent.expect_event("mesh", timeout=60)
                 while runs:
                     runs -= 1
+                    count = {"cmd": "count", "n": shouts, "stall": self.sizes.stall}
+                    if impl == "raw":
+                        count["frames"] = True  # the ceiling: pyzmq's cheapest receive
                     for receiver in receivers:
-                        receiver.send({"cmd": "count", "n": shouts, "stall": self.sizes.stall})
+                        receiver.send(count)
                     used = 0.0
                     for receiver in receivers:
                         used -= receiver.expect_event("counting", timeout=10)["cpu"]

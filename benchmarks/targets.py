@@ -35,6 +35,15 @@ class Row:
     divisor: float | None
     target: float  # the ratio (or, with divisor_name "", the figure) to reach
     unit: str = ""
+    # raw pyzmq's figure in the same run (no Trio, no ZRE state): what any
+    # Python peer on pyzmq could reach at most, to read the ratio against.
+    ceiling: float | None = None
+
+    @property
+    def ceiling_ratio(self) -> float | None:
+        if self.ceiling is None or not self.divisor:
+            return None
+        return self.ceiling / self.divisor
 
     @property
     def ratio(self) -> float | None:
@@ -118,6 +127,7 @@ def rows(results: Path) -> Iterator[Row]:
                 "zyre",
                 _zre_value(zre, scenario, "deliveries/s", "zyre"),
                 1.2,
+                ceiling=_zre_value(zre, scenario, "deliveries/s", "raw"),
             )
     flood: Callable[[str], float | None] = lambda who: _zre_value(  # noqa: E731
         zre, "flood 100,000", "received msg/s", who
@@ -155,8 +165,8 @@ def _figure(value: float | None) -> str:
 def table(found: list[Row]) -> str:
     """The rows as a Markdown table (what docs/benchmarks.md shows)."""
     lines = [
-        "| measure | trizre | divided by | ratio | target | status |",
-        "|---|---|---|---|---|---|",
+        "| measure | trizre | divided by | ratio | target | status | raw pyzmq, same run |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in found:
         if row.divisor_name:
@@ -166,7 +176,12 @@ def table(found: list[Row]) -> str:
         else:
             divisor, ratio = "(an absolute target)", NONE
             target = f"≥ {row.target:,.0f}{row.unit}"
-        cells = (row.measure, _figure(row.trizre), divisor, ratio, target, row.status)
+        ceiling = NONE
+        if row.ceiling is not None:
+            ceiling = _figure(row.ceiling)
+            if row.ceiling_ratio is not None:
+                ceiling += f" ({row.ceiling_ratio:.2f}{TIMES})"
+        cells = (row.measure, _figure(row.trizre), divisor, ratio, target, row.status, ceiling)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

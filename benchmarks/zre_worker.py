@@ -19,11 +19,14 @@ Commands::
         -> {"event": "counting"}, later {"event": "counted", "nodes": [...]}
         each local node expects N messages (sequence numbers 0..N-1); done when
         every node has all of them, or after S seconds without progress
+        (raw: "frames": true receives frame by frame, the cheapest pyzmq way,
+        instead of recv_multipart)
     {"cmd": "pingpong", "n": N, "size": B}   -> {"event": "pingpong", ...}
     {"cmd": "flood", "n": N, "size": B}      -> {"event": "sent", "first": t, "last": t}
                                               (raw: "whisper_frames": true sends
                                               a WHISPER's two frames)
     {"cmd": "shout", "group": G, "n": N, "size": B}   -> {"event": "sent", ...}
+                                              (raw: a SHOUT's frames to every DEALER)
     {"cmd": "status"}                        -> {"event": "status", "peers": [...]}
     {"cmd": "stop"}                          (stdin EOF means the same)
 
@@ -653,30 +656,65 @@ def run_pyre(args: argparse.Namespace) -> None:
 
 
 def run_raw(args: argparse.Namespace) -> None:
+    """Raw pyzmq, no Trio and no ZRE state: the ceiling a Python peer on pyzmq could reach.
+
+    Without ``--connect``: ``--nodes`` ROUTER sockets, bound (each counts
+    or echoes what it receives).  With it: one DEALER a comma-separated
+    endpoint, all sending; a SHOUT puts a ZRE SHOUT's frames on the wire
+    (header with the group, then content) to each in turn.
+    """
     import zmq  # noqa: PLC0415
 
     ctx = zmq.Context()
-    local = Local(0, None)
+    socks: list[zmq.Socket[bytes]] = []
     if args.connect:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(args.connect)
-        endpoint = args.connect
+        for endpoint in args.connect.split(","):
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(endpoint)
+            socks.append(sock)
+        endpoints = args.connect.split(",")
     else:
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.bind(f"tcp://{args.address}:*")
-        endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-    emit("started", t0=monotonic(), pid=os.getpid(), uuids=[], endpoint=endpoint)
+        for _ in range(args.nodes):
+            sock = ctx.socket(zmq.ROUTER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.bind(f"tcp://{args.address}:*")
+            socks.append(sock)
+        endpoints = [s.getsockopt_string(zmq.LAST_ENDPOINT) for s in socks]
+    sock = socks[0]
+    locals_ = [Local(i, None) for i in range(len(socks))]
+    local = locals_[0]
+    emit(
+        "started",
+        t0=monotonic(),
+        pid=os.getpid(),
+        uuids=[],
+        endpoint=endpoints[0],
+        endpoints=endpoints,
+    )
     emit("mesh")
     if args.echo:
         local.mode = "echo"
-    state: dict[str, Any] = {"progress": monotonic(), "stall": 5.0}
+    state: dict[str, Any] = {"progress": monotonic(), "stall": 5.0, "fast": False}
 
-    def drain(limit: int = 1000) -> None:
+    recv = zmq.backend.Socket.recv
+    nonblocking = zmq.NOBLOCK
+
+    def receive(sock: zmq.Socket[bytes]) -> list[bytes]:
+        # recv_multipart asks RCVMORE through pyzmq's option enum, about
+        # 0.8 us a frame; a zmq.Frame carries its ``more`` flag from C.
+        frame = recv(sock, nonblocking, False)
+        frames = [frame.bytes]
+        while frame.more:
+            frame = recv(sock, nonblocking, False)
+            frames.append(frame.bytes)
+        return frames
+
+    def drain(sock: zmq.Socket[bytes], local: Local, limit: int = 1000) -> None:
+        fast = state["fast"]
         for _ in range(limit):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = receive(sock) if fast else sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             if local.mode == "echo":
@@ -694,9 +732,14 @@ def run_raw(args: argparse.Namespace) -> None:
         if what == "mode":
             local.mode = cmd["mode"]
         elif what == "count":
-            local.counter = Counter(int(cmd["n"]))
-            local.mode = "count"
-            state.update(progress=monotonic(), stall=float(cmd.get("stall", 5.0)))
+            for node in locals_:
+                node.counter = Counter(int(cmd["n"]))
+                node.mode = "count"
+            state.update(
+                progress=monotonic(),
+                stall=float(cmd.get("stall", 5.0)),
+                fast=bool(cmd.get("frames")),
+            )
             emit("counting")
         elif what == "pingpong":
             n, message = int(cmd["n"]), payload(0, padding(int(cmd["size"])))
@@ -723,6 +766,23 @@ def run_raw(args: argparse.Namespace) -> None:
                 for seq in range(n):
                     send(payload(seq, pad))
             emit("sent", first=first, last=monotonic(), cpu0=cpu0)
+        elif what == "shout":
+            # A ZRE SHOUT's frames (signature, id 3, version 2, sequence,
+            # the group as a short string), then the content, to every
+            # DEALER in turn; the header is built once a SHOUT, as every
+            # peer here is at the same sequence number.
+            n, pad, group = int(cmd["n"]), padding(int(cmd["size"])), cmd["group"].encode()
+            sends = [s.send for s in socks]
+            more = zmq.SNDMORE
+            tail = bytes([len(group)]) + group
+            cpu0, first = time.process_time(), monotonic()
+            for seq in range(n):
+                header = b"\xaa\xa1\x03\x02" + ((seq + 1) & 0xFFFF).to_bytes(2, "big") + tail
+                content = payload(seq, pad)
+                for send in sends:
+                    send(header, more)
+                    send(content)
+            emit("sent", first=first, last=monotonic(), cpu0=cpu0)
         elif what == "status":
             emit("status", peers=[1])
         else:
@@ -730,8 +790,10 @@ def run_raw(args: argparse.Namespace) -> None:
         return True
 
     poller = zmq.Poller()
-    poller.register(sock, zmq.POLLIN)
+    for polled in socks:
+        poller.register(polled, zmq.POLLIN)
     poller.register(0, zmq.POLLIN)
+    by_sock = dict(zip(socks, locals_, strict=True))
     buffer = b""
     running = True
     while running:
@@ -741,15 +803,21 @@ def run_raw(args: argparse.Namespace) -> None:
                 if not running:
                     break
             else:
-                drain()
-        counter = local.counter
-        if local.mode == "count" and counter is not None:
+                drain(what, by_sock[what])
+        if all(each.mode == "count" and each.counter is not None for each in locals_):
+            counters = [each.counter for each in locals_ if each.counter is not None]
             stalled = monotonic() - state["progress"] > state["stall"]
-            if counter.done or stalled:
-                local.counter = None
-                local.mode = "idle"
-                emit("counted", nodes=[counter.report()], stalled=not counter.done)
-    sock.close(linger=0)
+            if all(c.done for c in counters) or stalled:
+                for node in locals_:
+                    node.counter = None
+                    node.mode = "idle"
+                emit(
+                    "counted",
+                    nodes=[c.report() for c in counters],
+                    stalled=not all(c.done for c in counters),
+                )
+    for closing in socks:
+        closing.close(linger=0)
     ctx.term()
 
 
@@ -767,7 +835,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1, help="ZRE nodes in this process")
     parser.add_argument("--interface", default="lo", help="trizre: interface name")
     parser.add_argument("--address", default="127.0.0.1", help="raw: address to bind")
-    parser.add_argument("--connect", help="raw: endpoint to connect a DEALER to")
+    parser.add_argument(
+        "--connect", help="raw: endpoints to connect a DEALER to, comma-separated (one each)"
+    )
     parser.add_argument("--port", type=int, default=5670, help="UDP beacon port")
     parser.add_argument("--group", help="join this group at start")
     parser.add_argument("--expect-peers", type=int, default=0)

@@ -94,6 +94,12 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
     for impl in measured:
         assert any(row["values"].get(impl) for row in rows), f"no {impl} figure:\n{out}"
     assert any(row["values"].get("pyre") or row["notes"].get("pyre") for row in rows), out
+    if "fanout" in scenarios:
+        # raw pyzmq's SHOUT frames: the ceiling beside every fan-out, all delivered.
+        fanout = [row for row in rows if row["scenario"].startswith("SHOUT to ")]
+        assert all(row["values"].get("raw") for row in fanout if row["measure"] != "lost"), out
+        lost = [row["values"].get("raw") for row in fanout if row["measure"] == "lost"]
+        assert lost and all(runs and not any(runs) for runs in lost), out
     header = (
         "| scenario | measure | trizre | zyre (C) | pyre | raw pyzmq "
         "| trizre/zyre | trizre/pyre | trizre/raw | target |"

@@ -69,3 +69,20 @@ def test_the_table_names_what_each_ratio_is_divided_by(tmp_path: Path, capsys) -
     assert "| " + " | ".join(cells) + " |" in out
     records = json.loads((tmp_path / "t.json").read_text())
     assert len(records) == 12 and all("status" in r for r in records)
+
+
+def test_a_fan_out_row_shows_raw_pyzmqs_figure_from_the_same_run(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # raw pyzmq's SHOUT frames (no Trio, no ZRE state) over zyre's figure:
+    # how far any Python peer on pyzmq could go, beside trizre's ratio.
+    values = {"trizre": [90.0], "zyre": [100.0], "raw": [130.0, 140.0, 150.0]}
+    (tmp_path / "zre.json").write_text(
+        json.dumps(_zre([("SHOUT to 10 (processes)", "deliveries/s", values)]))
+    )
+    found = {row.measure: row for row in targets.rows(tmp_path)}
+    row = found["SHOUT to 10 (processes), deliveries/s vs zyre"]
+    assert (row.ratio, row.ceiling, row.ceiling_ratio) == (0.9, 140.0, 1.4)
+    assert targets.main(["--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| missed | 140 (1.40\u00d7) |" in out
+    # No raw figure: nothing shown, nothing claimed.
+    assert found["SHOUT to 2 (processes), deliveries/s vs zyre"].ceiling is None

@@ -19,7 +19,7 @@ from tests.support.events import drain, joins, subscribed
 from tests.support.waiting import waiting
 from trizre._concurrency import QueueStatistics
 from trizre._errors import EventsOverflowed, NodeError
-from trizre.node._fanout import EventsIdle, EventStream, Fanout, Overflow
+from trizre.node._fanout import RUN_UNBOUNDED, EventsIdle, EventStream, Fanout, Overflow
 from trizre.sansio._events import Event, Join, Stop
 
 # ------------------------------------------------------------ plain delivery
@@ -208,6 +208,65 @@ async def test_raise_overflow_wakes_a_waiting_reader() -> None:
         assert got[0] is e1
         assert len(got) == 2
         assert isinstance(got[1], EventsOverflowed)
+
+
+# ---------------------------------------------------- runs (the inbox's path)
+
+
+def test_room_is_what_every_block_subscriber_can_still_take() -> None:
+    fanout = Fanout()
+    assert fanout.room() == RUN_UNBOUNDED  # nobody to wait for
+    small = fanout.subscribe(4, "block")
+    roomy = fanout.subscribe(10, "block")
+    cut_off = fanout.subscribe(1, "raise")  # cut off, never waited for
+    assert fanout.room() == 4
+    assert fanout.publish_nowait(joins(1)[0])
+    assert fanout.room() == 3
+    small.close()
+    assert fanout.room() == 9
+    roomy.close()
+    assert fanout.room() == RUN_UNBOUNDED
+    del cut_off
+
+
+async def test_a_run_reaches_every_subscriber_in_order_as_events_one_by_one() -> None:
+    with trio.fail_after(5):
+        fanout, (a, b) = subscribed((10, "block"), (3, "raise"))
+        events = joins(5)
+        assert fanout.room() == 10
+        fanout.publish_run(events)
+        fanout.close()
+        assert await drain(a) == [*events, Stop()]
+        # The "raise" subscriber is cut off at its limit, as by publish_nowait.
+        got: list[object] = []
+        with pytest.raises(EventsOverflowed):
+            async for event in b:
+                got.append(event)
+        assert got == events[:3]
+
+
+async def test_a_run_wakes_the_waiting_readers_once_each() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((10, "block"))
+        got: list[Event] = []
+
+        async def reader() -> None:
+            got.append(await stream.receive())
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(2):
+                nursery.start_soon(reader)
+            await wait_all_tasks_blocked()
+            events = joins(3)
+            fanout.publish_run(events)
+        assert got == events[:2]  # each reader woke for one; the third is buffered
+        assert await stream.receive() is events[2]
+
+
+def test_a_run_past_the_room_is_refused() -> None:
+    fanout, (_stream,) = subscribed((2, "block"))
+    with pytest.raises(AssertionError):
+        fanout.publish_run(joins(3))
 
 
 # ------------------------------------------------------------------- close

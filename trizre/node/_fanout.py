@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Literal, final
 
 import trio
@@ -45,6 +45,9 @@ __all__ = ["EventStream", "EventsIdle", "Fanout", "Overflow"]
 Overflow = Literal["block", "raise"]
 
 _YIELD_EVERY: Final = 32
+
+RUN_UNBOUNDED: Final = 1 << 30
+"""What :meth:`Fanout.room` says when no subscriber would make a publisher wait."""
 
 BATCH: Final = 256
 """What :meth:`EventStream.receive_batch` hands out at most by default."""
@@ -471,6 +474,44 @@ class Fanout:
             queue.offer(event)
         self._prune()
         return True
+
+    def room(self) -> int:
+        """How many events :meth:`publish_run` may deliver now: every ``"block"`` subscriber's room.
+
+        ``RUN_UNBOUNDED`` when no subscriber would make a publisher wait
+        (none, closed ones, ``"raise"`` ones: those are cut off instead).
+        """
+        room = RUN_UNBOUNDED
+        for queue in self._queues:
+            if queue.overflow == "block" and not queue.closed:
+                left = queue.limit - len(queue._items)
+                room = min(room, left)
+        return room
+
+    def publish_run(self, events: Sequence[Event]) -> None:
+        """Deliver ``events`` in order to every subscriber, as :meth:`publish_nowait` each.
+
+        At most :meth:`room` events, asked with nothing published since:
+        none of them waits (raises ``AssertionError`` otherwise).  The
+        inbox's runs of messages come this way, one call a run.
+        """
+        queues = self._queues
+        if len(queues) == 1:  # the common case: the run in one extend
+            queue = queues[0]
+            items = queue._items
+            left = len(events)
+            if not queue.closed and len(items) + left <= queue.limit:
+                items.extend(events)
+                getters = queue._getters
+                while left and getters._waiters:
+                    getters.wake_one()
+                    left -= 1
+                if left and queue.waker is not None:
+                    queue.waker()
+                return
+        for event in events:
+            if not self.publish_nowait(event):
+                raise AssertionError("publish_run past the room the fan-out had")
 
     async def publish(self, event: Event) -> bool:
         """Deliver to every subscriber, waiting for those that are full.

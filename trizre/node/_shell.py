@@ -386,33 +386,45 @@ class NodeShell:
     async def _handle(self, batch: list[list[bytes]]) -> None:
         """The reader's handling of a batch, in order, waiting where it must."""
         by_route = self._core.by_route
-        receive = self._receive
+        run = self._run
         now = trio.current_time()  # one clock read per batch
-        for frames in batch:
+        i, end = 0, len(batch)
+        while i < end:
+            frames = batch[i]
             peer = by_route.get(frames[0])
             if peer is None:
                 await self._greet(frames, now)
-            elif (events := receive(peer, frames, now)) is not None:
-                await self._after_receive(peer, frames, events)
+            elif (after := run(peer, batch, i, now)) > i:
+                i = after
+                continue
+            else:
+                await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
+            i += 1
 
-    def _receive(
-        self, peer: PeerSession, frames: list[bytes], now: float
-    ) -> Sequence[PeerEvent] | None:
-        """The peer's protocol on one message; ``None`` once it is published already.
+    def _run(self, peer: PeerSession, batch: list[list[bytes]], i: int, now: float) -> int:
+        """The run of ``peer``'s data messages from ``batch[i]``, published; where it stopped.
 
-        Nearly all traffic is a WHISPER or a SHOUT in sequence with
-        subscribers that have room: published here, with no coroutine and
-        no action list (the core has nothing to add to them, and they queue
-        no reply).  Anything else comes back as events for the core.
+        Nearly all traffic is WHISPERs and SHOUTs in sequence, in runs from
+        one peer: they are decided by the protocol and published here, a
+        run at a time, with no coroutine and no action list (the core has
+        nothing to add to them, and they queue no reply), as many as every
+        subscriber has room for.  ``i`` returned: that message needs more
+        (anything else, or a subscriber is full); give it to the core.
         """
-        event = peer.protocol.receive_data(frames, now)
-        if event is None:
-            return peer.protocol.receive(frames, now)
-        if self._fanout.publish_nowait(event):
+        fanout = self._fanout
+        room = fanout.room()
+        if not room:
+            return i
+        protocol = peer.protocol
+        seq = protocol.in_seq  # the events' sequence numbers follow it, for the trace
+        events, after = protocol.receive_run(batch, i, now, room)
+        if events:
+            fanout.publish_run(events)
             if self._tracer is not None:
-                self._trace(peer, event)
-            return None
-        return (event,)  # a subscriber is full: published the slow way
+                for event in events:
+                    seq = (seq + 1) & 0xFFFF
+                    self._trace(peer, event, seq)
+        return after
 
     def _take(self, batch: list[list[bytes]], now: float) -> None:
         """A leading subscriber's handling of a batch it read: what needs no waiting.
@@ -423,16 +435,19 @@ class NodeShell:
         the batch go to the reader with the lead.
         """
         by_route = self._core.by_route
-        receive = self._receive
+        run = self._run
         backlog = self._backlog
-        for i, frames in enumerate(batch):
+        i, end = 0, len(batch)
+        while i < end:
+            frames = batch[i]
             peer = by_route.get(frames[0])
             if peer is None:
                 backlog.extend(batch[i:])  # a stranger: the reader greets it
+            elif (after := run(peer, batch, i, now)) > i:
+                i = after
+                continue
             else:
-                events = receive(peer, frames, now)
-                if events is None:
-                    continue
+                events = peer.protocol.receive(frames, now)
                 backlog.append((peer, frames, self._verdict(peer, events, now)))
                 backlog.extend(batch[i + 1 :])
             self._lead_of().hand_over()
@@ -473,13 +488,16 @@ class NodeShell:
 
     # -------------------------------------------------------------- events
 
-    def _trace(self, peer: PeerSession, event: Published) -> None:
+    def _trace(self, peer: PeerSession, event: Published, seq: int | None = None) -> None:
+        """Trace a published event; a WHISPER's or SHOUT's ``seq`` defaults to the last received."""
         tracer = self._tracer
         assert tracer is not None
+        if seq is None:
+            seq = peer.protocol.in_seq
         if isinstance(event, Whisper):
-            tracer.message(kinds.WHISPER_RECEIVED, peer.hex, peer.protocol.in_seq)
+            tracer.message(kinds.WHISPER_RECEIVED, peer.hex, seq)
         elif isinstance(event, Shout):
-            tracer.message(kinds.SHOUT_RECEIVED, peer.hex, peer.protocol.in_seq, event.group)
+            tracer.message(kinds.SHOUT_RECEIVED, peer.hex, seq, event.group)
         elif isinstance(event, Join | Leave):
             kind = _TRACE_KINDS[type(event)]
             tracer.record(kind, peer=peer.hex, peer_name=event.name, group=event.group)

@@ -386,37 +386,58 @@ class PeerProtocol:
         raises for bytes input: a peer that misbehaves is ended or
         ignored, as the module docstring lists.
         """
-        event = self.receive_data(frames, now)
-        if event is not None:
-            return (event,)
+        events, taken = self.receive_run((frames,), 0, now)
+        if taken:
+            return tuple(events)
         if len(frames) < 2:
             return _NOTHING
         return self._receive(frames, now)
 
-    def receive_data(self, frames: Sequence[bytes], now: float) -> Whisper | Shout | None:
-        """:meth:`receive`'s fast path: the event of a WHISPER or SHOUT in sequence, else ``None``.
+    def receive_run(
+        self, batch: Sequence[Sequence[bytes]], start: int, now: float, most: int = 1 << 30
+    ) -> tuple[list[Whisper | Shout], int]:
+        """:meth:`receive`'s fast path over ``batch[start:]``: a run of data messages at once.
 
-        A WHISPER or a SHOUT in sequence is nearly all the traffic: it is
-        decided from its header, without building a message object or a
-        tuple of events, and it never ends the peer.  ``None``: the
-        message is anything else, and nothing changed; give it to
-        :meth:`receive`.  Never raises for bytes input.
+        Takes messages while each is a WHISPER or a SHOUT in sequence from
+        the sender of ``batch[start]`` (the same identity), at most
+        ``most``: nearly all traffic, decided from its header without a
+        message object, and never ending the peer.  Returns their events
+        and the index of the first message not taken; the events are what
+        :meth:`receive` gives for each, and the state is as after it.
+        ``start`` returned (no event): that message is anything else, and
+        nothing changed; give it to :meth:`receive`.  Never raises for
+        bytes input.
         """
-        if len(frames) < 2:
-            return None
-        head = frames[1]
-        group = None  # a WHISPER's
-        seq = wire.whisper_sequence(head, self.version)
-        if seq is None and (shout := wire.shout_header(head, self.version)) is not None:
-            seq, group = shout
-        if seq is None or not self.ready or seq != (self.in_seq + 1) & 0xFFFF:
-            return None
-        self.in_seq = seq
-        self._answering = False
-        self.presence.heard(now)
-        if group is None:
-            return new_whisper(self.uuid, self.name, tuple(frames[2:]))
-        return new_shout(self.uuid, self.name, group, tuple(frames[2:]))
+        events: list[Whisper | Shout] = []
+        if not self.ready:
+            return events, start
+        whisper_sequence, shout_header = wire.whisper_sequence, wire.shout_header
+        version, peer, name = self.version, self.uuid, self.name
+        first = batch[start]
+        route = first[0] if first else b""  # no frame at all: stops below
+        seq = self.in_seq
+        end = len(batch)
+        end = min(end, start + most)
+        i = start
+        while i < end:
+            frames = batch[i]
+            if len(frames) < 2 or (i > start and frames[0] != route):
+                break
+            head = frames[1]
+            expected = (seq + 1) & 0xFFFF
+            if whisper_sequence(head, version) == expected:
+                events.append(new_whisper(peer, name, tuple(frames[2:])))
+            elif (shout := shout_header(head, version)) is not None and shout[0] == expected:
+                events.append(new_shout(peer, name, shout[1], tuple(frames[2:])))
+            else:
+                break
+            seq = expected
+            i += 1
+        if events:
+            self.in_seq = seq
+            self._answering = False
+            self.presence.heard(now)
+        return events, i
 
     def _receive(self, frames: Sequence[bytes], now: float) -> Sequence[PeerEvent]:
         head = frames[1]

@@ -94,6 +94,9 @@ def test_protocol_messages_keep_their_order_and_take_numbers_when_sent() -> None
     assert [type(m) for m in taken] == [wire.Hello, wire.Join, wire.Leave]
     assert [m.sequence for m in taken] == [1, 2, 3]
     assert taken[1] == wire.Join(2, "g", 4)
+    assert not peer.has_queued and peer.next_sequence == 4
+    peer.queue(wire.Join(0, "h", 6))  # queued again after the queue emptied
+    assert peer.has_queued and peer.next_sequence == 4
 
 
 def test_farewell_sends_what_is_queued_then_goodbye() -> None:

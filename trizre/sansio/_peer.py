@@ -248,15 +248,16 @@ class PeerProtocol:
         "detail",
         "ended",
         "endpoint",
+        "has_queued",
         "headers",
         "in_seq",
         "key",
         "name",
+        "next_sequence",
         "pongs",
         "presence",
         "ready",
         "route",
-        "sent_seq",
         "status",
         "uuid",
         "version",
@@ -298,10 +299,16 @@ class PeerProtocol:
         self.ready = False  # its HELLO arrived (Enter was reported)
         self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
         self.pongs = 0  # PING-OKs received (Node.ping waits for the next)
-        self.sent_seq = wire.INITIAL_SEQUENCE  # the last number the link took
+        # The number the next message to this peer must carry (the link
+        # took the one before): read on every send, so an attribute, which
+        # only sent() (and the sent_seq setter) moves.
+        self.next_sequence = (wire.INITIAL_SEQUENCE + 1) & 0xFFFF
         self.ended: ExitReason | None = None
         self.detail = ""
         self._pending: deque[wire.Message] | None = deque((hello,))
+        # True while protocol messages wait for the link to take them;
+        # kept with _pending (by queue and sent_queued), since every send asks.
+        self.has_queued = True
         self._handshake_by = now + handshake
         # Made on hearing its HELLO, and nothing from it since (see _hello).
         self._answering = answering
@@ -314,9 +321,13 @@ class PeerProtocol:
     # ------------------------------------------------------------ outbound
 
     @property
-    def next_sequence(self) -> int:
-        """The number the next message to this peer must carry."""
-        return (self.sent_seq + 1) & 0xFFFF
+    def sent_seq(self) -> int:
+        """The last number the link took (:attr:`next_sequence` is the one after it)."""
+        return (self.next_sequence - 1) & 0xFFFF
+
+    @sent_seq.setter
+    def sent_seq(self, seq: int) -> None:
+        self.next_sequence = (seq + 1) & 0xFFFF
 
     def sent(self) -> int:
         """The link took a data message numbered :attr:`next_sequence`: commit it.
@@ -324,19 +335,16 @@ class PeerProtocol:
         Returns the committed number.  Call it only after the link took the
         message: a message that was not sent must not use up a number.
         """
-        self.sent_seq = seq = (self.sent_seq + 1) & 0xFFFF
+        seq = self.next_sequence
+        self.next_sequence = (seq + 1) & 0xFFFF
         return seq
-
-    @property
-    def has_queued(self) -> bool:
-        """True while protocol messages wait for the link to take them."""
-        return self._pending is not None
 
     def queue(self, message: wire.Message) -> None:
         """Queue a protocol message; its sequence number is set when it is sent."""
         if self._pending is None:
             self._pending = deque()
         self._pending.append(message)
+        self.has_queued = True
 
     def queued(self) -> list[bytes] | None:
         """The oldest queued protocol message as frames, numbered next; ``None`` if none.
@@ -355,6 +363,7 @@ class PeerProtocol:
         pending.popleft()
         if not pending:
             self._pending = None  # an empty deque still holds ~600 bytes
+            self.has_queued = False
         return self.sent()
 
     def farewell(self) -> list[list[bytes]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Literal, final
@@ -46,7 +47,7 @@ Overflow = Literal["block", "raise"]
 
 _YIELD_EVERY: Final = 32
 
-RUN_UNBOUNDED: Final = 1 << 30
+RUN_UNBOUNDED: Final = sys.maxsize
 """What :meth:`Fanout.room` says when no subscriber would make a publisher wait."""
 
 BATCH: Final = 256

@@ -66,6 +66,7 @@ forgets the peer and reports :class:`~trizre.Exit` if it had entered.
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from collections.abc import KeysView, Sequence
 from typing import Final, TypeAlias, final
@@ -403,7 +404,7 @@ class PeerProtocol:
         return self._receive(frames, now)
 
     def receive_run(
-        self, batch: Sequence[Sequence[bytes]], start: int, now: float, most: int = 1 << 30
+        self, batch: Sequence[Sequence[bytes]], start: int, now: float, most: int = sys.maxsize
     ) -> tuple[list[Whisper | Shout], int]:
         """:meth:`receive`'s fast path over ``batch[start:]``: a run of data messages at once.
 

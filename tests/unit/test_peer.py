@@ -262,8 +262,9 @@ def _batch(items: list[tuple[bool, str, bool]], first: int) -> tuple[list[list[b
         number = (seq + 1) & 0xFFFF if next_number else (seq + 5) & 0xFFFF
         if kind == "whisper":
             frames = wire.encode(wire.Whisper(number, (b"w%d" % number,)))
-        elif kind == "shout":
-            frames = wire.encode(wire.Shout(number, "g", (b"s%d" % number,)))
+        elif kind.startswith("shout"):  # "shout" to group g, "shout-h" to h
+            group = kind.partition("-")[2] or "g"
+            frames = wire.encode(wire.Shout(number, group, (b"s%d" % number,) * (number % 3)))
         elif kind == "ping":
             frames = wire.encode(wire.Ping(number))
         else:
@@ -278,7 +279,7 @@ def _batch(items: list[tuple[bool, str, bool]], first: int) -> tuple[list[list[b
     items=st.lists(
         st.tuples(
             st.sampled_from([False, False, False, True]),
-            st.sampled_from(["whisper", "whisper", "shout", "ping", "junk"]),
+            st.sampled_from(["whisper", "whisper", "shout", "shout", "shout-h", "ping", "junk"]),
             st.sampled_from([True, True, True, False]),
         ),
         min_size=1,

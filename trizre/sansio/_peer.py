@@ -115,6 +115,12 @@ _NOTHING: Final[tuple[PeerEvent, ...]] = ()
 _ABSENT: Final = object()
 _HELLO: Final = int(wire.Command.HELLO)
 _SIG: Final = wire.SIGNATURE
+_SIG_WORD: Final = int.from_bytes(wire.SIGNATURE, "big")
+_PACK_HEADER: Final = wire.HEADER.pack  # (signature, command, version, sequence)
+_HEADER_SIZE: Final = wire.HEADER.size
+_WHISPER: Final = int(wire.Command.WHISPER)
+_SHOUT: Final = int(wire.Command.SHOUT)
+_NO_GROUP: Final = (b"", "")  # no SHOUT taken yet: an empty tail matches no SHOUT's frame 0
 _IDENTITY_SIZE: Final = 17  # 0x01 + a 16-octet UUID (36/ZRE)
 _Z85_KEY_SIZE: Final = 40
 
@@ -246,6 +252,7 @@ class PeerProtocol:
         "_handshake_by",
         "_limits",
         "_pending",
+        "_shout_group",
         "detail",
         "ended",
         "endpoint",
@@ -299,6 +306,9 @@ class PeerProtocol:
         self.status = 0
         self.ready = False  # its HELLO arrived (Enter was reported)
         self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
+        # The last SHOUT's group, as its frame 0 ends (tail) and decoded: the
+        # next SHOUT to it is recognised by one comparison (receive_run).
+        self._shout_group = _NO_GROUP
         self.pongs = 0  # PING-OKs received (Node.ping waits for the next)
         # The number the next message to this peer must carry (the link
         # took the one before): read on every send, so an attribute, which
@@ -421,13 +431,18 @@ class PeerProtocol:
         events: list[Whisper | Shout] = []
         if not self.ready:
             return events, start
-        whisper_sequence, shout_header = wire.whisper_sequence, wire.shout_header
+        append = events.append
         version, peer, name = self.version, self.uuid, self.name
+        # Each data message is decided by comparing its frame 0 with the one
+        # it must be: the header packed for the expected number, plus (a
+        # SHOUT) the group of the last SHOUT taken, kept decoded; another
+        # group goes through shout_header once and is kept from then on.
+        pack, sig = _PACK_HEADER, _SIG_WORD
+        tail, group = self._shout_group
         first = batch[start]
         route = first[0] if first else b""  # no frame at all: stops below
         seq = self.in_seq
-        end = len(batch)
-        end = min(end, start + most)
+        end = min(len(batch), start + most)
         i = start
         while i < end:
             frames = batch[i]
@@ -435,12 +450,21 @@ class PeerProtocol:
                 break
             head = frames[1]
             expected = (seq + 1) & 0xFFFF
-            if whisper_sequence(head, version) == expected:
-                events.append(new_whisper(peer, name, tuple(frames[2:])))
-            elif (shout := shout_header(head, version)) is not None and shout[0] == expected:
-                events.append(new_shout(peer, name, shout[1], tuple(frames[2:])))
+            content = (frames[2],) if len(frames) == 3 else tuple(frames[2:])
+            if len(head) == _HEADER_SIZE:
+                if head != pack(sig, _WHISPER, version, expected):
+                    break
+                append(new_whisper(peer, name, content))
+            elif head == pack(sig, _SHOUT, version, expected) + tail:
+                append(new_shout(peer, name, group, content))
             else:
-                break
+                shout = wire.shout_header(head, version)
+                if shout is None or shout[0] != expected:
+                    break
+                group = shout[1]
+                tail = head[_HEADER_SIZE:]
+                self._shout_group = (tail, group)
+                append(new_shout(peer, name, group, content))
             seq = expected
             i += 1
         if events:

@@ -48,6 +48,7 @@ from ._message import (
     Whisper,
 )
 from ._message_codec import (
+    HEADER,
     decode,
     election_body,
     encode,
@@ -103,6 +104,7 @@ __all__ = [
     "PingOk",
     "Shout",
     "Whisper",
+    "HEADER",
     "decode",
     "election_body",
     "encode",

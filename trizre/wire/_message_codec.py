@@ -55,11 +55,18 @@ __all__ = [
     "shout_encoder",
     "shout_header",
     "whisper_sequence",
+    "HEADER",
 ]
 
 
 _SIG: Final = 0xAAA1
-_HEADER: Final = struct.Struct(">HBBH")  # signature, command, version, sequence
+HEADER: Final = struct.Struct(">HBBH")
+"""Frame 0's first six octets: signature (:data:`SIGNATURE` as an int), command, version, sequence.
+
+For a receiver that recognises a data message by packing the frame 0 it
+expects (the peer protocol's runs), rather than unpacking the one it got.
+"""
+_HEADER: Final = HEADER
 _HEADER_SIZE: Final = _HEADER.size  # 6
 _U32: Final = struct.Struct(">I")
 _U32_MAX: Final = 0xFFFFFFFF

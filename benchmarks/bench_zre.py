@@ -519,16 +519,22 @@ class Bench:
                 cpu = self.results.row(label, "CPU per delivery, all processes, µs", "{:.2f}")
                 # raw pyzmq: a SHOUT's frames from plain sockets, no Trio and
                 # no ZRE state; the ceiling for any Python peer on pyzmq.
-                for impl in (*self.impls, "raw"):
-                    self.attempt(
-                        f"fanout/{k}/{layout}/{impl}",
-                        lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost, cpu=cpu: (
-                            self._fanout(impl, k, layout == "processes", rate, lost, cpu)
-                        ),
-                    )
+                # The implementations take turns, a run each, as in the
+                # pingpong: on a machine whose speed drifts over minutes
+                # (a shared VM) a ratio compares runs made side by side.
+                for _ in range(self.repeat):
+                    for impl in (*self.impls, "raw"):
+                        self.attempt(
+                            f"fanout/{k}/{layout}/{impl}",
+                            lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost, cpu=cpu: (
+                                self._fanout(impl, k, layout == "processes", rate, lost, cpu, 1)
+                            ),
+                        )
 
-    def _fanout(self, impl: str, k: int, processes: bool, rate: Row, lost: Row, cpu: Row) -> None:
-        """K receivers and a sender stay up for all runs, unless a run lost messages.
+    def _fanout(
+        self, impl: str, k: int, processes: bool, rate: Row, lost: Row, cpu: Row, runs: int
+    ) -> None:
+        """``runs`` runs; K receivers and a sender stay up for all, unless a run lost messages.
 
         After a loss (pyre drops a peer whose send queue overflows, and the
         link stays dead) the next run starts with fresh processes, so every
@@ -538,7 +544,6 @@ class Bench:
         moves it much less than the rate).
         """
         shouts = max(self.sizes.fanout_deliveries // k, 1)
-        runs = self.repeat
         label = rate.scenario
         while runs:
             port = self.port()

@@ -266,7 +266,12 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
                 return queue.get_nowait()
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
-        event = queue.get_nowait()  # fast path: no waiting, so no coroutine either
+        # The fast path: no waiting, so no coroutine either; get_nowait,
+        # inline (a call an event), the buffer known not to be empty.
+        items = queue._items
+        event = items.popleft()
+        if queue._putters._waiters and len(items) <= queue._low_water:
+            queue._putters.wake_all()  # a publisher waits for room: half is free
         # Cancellation is honoured on every call; the schedule point comes
         # every _YIELD_EVERY buffered events, not on each one, which is most
         # of the cost of reading a flood.

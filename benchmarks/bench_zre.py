@@ -245,6 +245,34 @@ class Site:
         return ns.address if ns else "127.0.0.1"  # netns: the namespace's veth address
 
 
+def speed_note(probes: list[float]) -> str:
+    """The report's words on the machine's speed over the run, from :func:`speed_probe`."""
+    if not probes:
+        return ""
+    low, high = min(probes), max(probes)
+    note = (
+        f"; a fixed Python loop took {low:.1f}–{high:.1f} ms over {len(probes)} experiments "
+        f"(the machine's speed moved {high / low:.2f}×"
+    )
+    if high > 1.2 * low:
+        note += ": figures between runs are noisy; ratios are of runs made side by side"
+    return note + ")"
+
+
+def speed_probe() -> float:
+    """Milliseconds of CPU a fixed pure-Python loop takes now: the machine's speed.
+
+    Taken before every experiment and reported as its spread: on a shared
+    VM the same loop has taken 261 to 531 ms within minutes, and a ratio of
+    two runs means little when the spread is that wide.
+    """
+    start = time.thread_time()
+    total = 0
+    for i in range(200_000):
+        total += i
+    return (time.thread_time() - start) * 1e3
+
+
 class Bench:
     def __init__(self, site: Site, sizes: Sizes, repeat: int, results: Results) -> None:
         self.site = site
@@ -266,6 +294,7 @@ class Bench:
         self.footprint_largest: int | None = None
         self.trizre_args: list[str] = []  # more flags for trizre's workers (bench_lowlat.py)
         self.detail = False  # --detail: the fan-out's split by side (measurement only)
+        self.probes: list[float] = []  # speed_probe() before each experiment
 
     def spawn(
         self,
@@ -316,6 +345,7 @@ class Bench:
 
     def attempt(self, what: str, run: Callable[[], None]) -> None:
         """Run one experiment; record (not raise) a failure, and go on."""
+        self.probes.append(speed_probe())
         try:
             run()
         except Exception as exc:
@@ -1157,7 +1187,7 @@ def main() -> int:
         f"ZRE node, {layout}, one process per namespace, {sizes.payload} B payloads "
         f"unless stated; {os.cpu_count()} cores, load {load_before[0]:.2f} before / "
         f"{load_after[0]:.2f} after; median (min–max) of {repeat} run{'s' * (repeat > 1)} "
-        f"unless stated; {elapsed:.0f} s in all",
+        f"unless stated; {elapsed:.0f} s in all{speed_note(bench.probes)}",
         "",
         results.table(),
         "",
@@ -1194,6 +1224,7 @@ def main() -> int:
                     "repeat": repeat,
                     "sizes": asdict(sizes),
                     "elapsed_s": elapsed,
+                    "speed_probes_ms": bench.probes,
                     "rows": results.to_json(),
                     "targets": targets,
                     "notes": results.notes,

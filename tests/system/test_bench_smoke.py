@@ -82,6 +82,10 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
     assert data["netns"] is True
     rows = data["rows"]
     assert rows, out
+    # The machine's speed before every experiment, and its spread in the report.
+    probes = data["speed_probes_ms"]
+    assert probes and all(probe > 0 for probe in probes), out
+    assert "a fixed Python loop took" in out, out
     # Every scenario measured trizre, and pyre beside it (pyre's peer death
     # has only notes at --quick's bound); zyre too, with figures and their
     # trizre/zyre ratios, where scripts/build-zyre.sh built its worker from

@@ -196,6 +196,37 @@ async def test_a_gap_in_a_burst_ends_its_peer_there_and_spares_another_peers_bur
             await still_served(node, friend, events)
 
 
+async def test_a_burst_of_shouts_switching_groups_then_a_bad_group_ends_its_peer_there() -> None:
+    """SHOUTs to groups in turn arrive with their own group; a group not UTF-8 ends the peer.
+
+    The node recognises a SHOUT to the group of the one before by its
+    frame 0 alone (issue 28): switching groups, back and forth, within a
+    burst must not deliver one under another's name, and a group that is
+    not UTF-8 ends its peer (MALFORMED) with nothing after it delivered.
+    """
+    with trio.fail_after(60):
+        async with node_with_a_friend() as (node, friend), raw_peer(node) as raw:
+            events = node.events(max_buffer=10_000)
+            await raw.hello("raw-shouter")
+            await next_event(events, trizre.Enter, lambda e: e.peer == raw.uuid)
+            groups = ["a", "a", "b", "a", "ü", "ü", "b", "b", "a"] * 20
+            for i, group in enumerate(groups):
+                message = wire.Shout(raw.next_seq(), group, (b"%d" % i,))
+                assert raw.outbox.send_nowait(wire.encode(message))
+            bad = wire.HEADER.pack(0xAAA1, 3, 2, raw.next_seq()) + b"\x02\xff\xfe"
+            assert raw.outbox.send_nowait([bad, b"bad"])
+            assert raw.outbox.send_nowait(wire.encode(wire.Shout(raw.next_seq(), "a", (b"after",))))
+            got: list[tuple[str, bytes]] = []
+            async for event in events:
+                if isinstance(event, trizre.Shout) and event.peer == raw.uuid:
+                    got.append((event.group, *event.frames))
+                elif isinstance(event, trizre.Exit) and event.peer == raw.uuid:
+                    break
+            assert got == [(group, b"%d" % i) for i, group in enumerate(groups)]
+            assert raw.uuid not in node.peers()
+            await still_served(node, friend, events)
+
+
 def random_valid_messages(rng: random.Random, raw: RawPeer, count: int) -> list[wire.Message]:
     """Valid ZRE traffic in sequence: WHISPERs numbered by a counter, the rest mixed."""
     out: list[wire.Message] = []

@@ -86,6 +86,7 @@ demo: $(BASE_STAMP)
 
 bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_codec.py
+	$(BIN)/python benchmarks/bench_peer_run.py
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
 	$(BIN)/python benchmarks/trio_floor.py --json benchmarks/results/trio_floor.json
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \

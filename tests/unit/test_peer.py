@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.bench_peer_run import cost as run_cost
 from trizre import Enter, Evasive, Join, Leave, Shout, Silent, Whisper, wire
+from trizre.sansio import _peer as peer_module
 from trizre.sansio._peer import Ballot, PeerLimits, PeerProtocol, hello_from_stranger
 from trizre.trace._contract import ExitReason
 from trizre.wire import OVERSIZE
@@ -333,6 +335,20 @@ def test_a_run_takes_a_burst_at_once_and_hears_the_peer_once() -> None:
     # At most what the caller has room for; the rest is left in the batch.
     again = entered()
     assert again.receive_run(batch, 0, 5.0, most=3)[1] == 3 and again.in_seq == 4
+
+
+def test_shouts_to_ever_new_groups_keep_the_decoded_groups_bounded() -> None:
+    """Issue 28: groups decoded for the runs are kept process-wide, at most _SHOUT_GROUPS_KEPT."""
+    peer = entered()
+    kept = peer_module._SHOUT_GROUPS_KEPT
+    for seq in range(2, 2 + kept + 500):
+        frames = frames_of(wire.Shout(seq, f"g{seq}", (b"x",)))
+        events, taken = peer.receive_run([frames], 0, 1.0)
+        assert taken == 1 and events == [Shout(PEER, "bob", f"g{seq}", (b"x",))]
+        assert len(peer_module._SHOUT_GROUPS) <= kept
+    # Known again after a clear: the next SHOUT to it decodes it afresh.
+    again = frames_of(wire.Shout(2 + kept + 500, "g2", (b"y",)))
+    assert peer.receive_run([again], 0, 2.0)[0] == [Shout(PEER, "bob", "g2", (b"y",))]
 
 
 @pytest.mark.parametrize("seq", [3, 1, 0, 65535])
@@ -819,3 +835,9 @@ def test_a_message_the_inbox_refused_as_oversize_ends_the_peer() -> None:
     assert peer.receive([IDENTITY, OVERSIZE], 0.0) == ()
     assert peer.ended is ExitReason.LIMITS
     assert "max_message_size (100 octets)" in peer.detail
+
+
+def test_the_run_benchmark_takes_every_message_of_each_batch() -> None:
+    """benchmarks/bench_peer_run.py measures whole runs (it raises if a run stops short)."""
+    for kind in ("whisper", "shout, one group", "shout, two groups"):
+        assert run_cost(kind, 5, 1) > 0

@@ -120,7 +120,11 @@ _PACK_HEADER: Final = wire.HEADER.pack  # (signature, command, version, sequence
 _HEADER_SIZE: Final = wire.HEADER.size
 _WHISPER: Final = int(wire.Command.WHISPER)
 _SHOUT: Final = int(wire.Command.SHOUT)
-_NO_GROUP: Final = (b"", "")  # no SHOUT taken yet: an empty tail matches no SHOUT's frame 0
+# Groups as a SHOUT's frame 0 ends with them (a ZRE string) -> decoded,
+# for every peer of the process: only what shout_header accepted goes in,
+# so a SHOUT whose frame 0 ends with a key is well formed.  Bounded.
+_SHOUT_GROUPS: Final[dict[bytes, str]] = {}
+_SHOUT_GROUPS_KEPT: Final = 1024
 _IDENTITY_SIZE: Final = 17  # 0x01 + a 16-octet UUID (36/ZRE)
 _Z85_KEY_SIZE: Final = 40
 
@@ -252,7 +256,6 @@ class PeerProtocol:
         "_handshake_by",
         "_limits",
         "_pending",
-        "_shout_group",
         "detail",
         "ended",
         "endpoint",
@@ -306,9 +309,6 @@ class PeerProtocol:
         self.status = 0
         self.ready = False  # its HELLO arrived (Enter was reported)
         self.in_seq = wire.INITIAL_SEQUENCE  # the last number received
-        # The last SHOUT's group, as its frame 0 ends (tail) and decoded: the
-        # next SHOUT to it is recognised by one comparison (receive_run).
-        self._shout_group = _NO_GROUP
         self.pongs = 0  # PING-OKs received (Node.ping waits for the next)
         # The number the next message to this peer must carry (the link
         # took the one before): read on every send, so an attribute, which
@@ -434,11 +434,10 @@ class PeerProtocol:
         append = events.append
         version, peer, name = self.version, self.uuid, self.name
         # Each data message is decided by comparing its frame 0 with the one
-        # it must be: the header packed for the expected number, plus (a
-        # SHOUT) the group of the last SHOUT taken, kept decoded; another
-        # group goes through shout_header once and is kept from then on.
-        pack, sig = _PACK_HEADER, _SIG_WORD
-        tail, group = self._shout_group
+        # it must be: the header packed for the expected number, and (a
+        # SHOUT) its group looked up by the octets that end frame 0 among
+        # those of groups already decoded (see _SHOUT_GROUPS).
+        pack, sig, groups = _PACK_HEADER, _SIG_WORD, _SHOUT_GROUPS
         first = batch[start]
         route = first[0] if first else b""  # no frame at all: stops below
         seq = self.in_seq
@@ -455,16 +454,19 @@ class PeerProtocol:
                 if head != pack(sig, _WHISPER, version, expected):
                     break
                 append(new_whisper(peer, name, content))
-            elif head == pack(sig, _SHOUT, version, expected) + tail:
+            elif (
+                head[:_HEADER_SIZE] == pack(sig, _SHOUT, version, expected)
+                and (group := groups.get(head[_HEADER_SIZE:])) is not None
+            ):
                 append(new_shout(peer, name, group, content))
             else:
                 shout = wire.shout_header(head, version)
                 if shout is None or shout[0] != expected:
                     break
-                group = shout[1]
-                tail = head[_HEADER_SIZE:]
-                self._shout_group = (tail, group)
-                append(new_shout(peer, name, group, content))
+                if len(groups) >= _SHOUT_GROUPS_KEPT:
+                    groups.clear()  # a peer SHOUTing to ever new groups: bounded
+                groups[head[_HEADER_SIZE:]] = shout[1]
+                append(new_shout(peer, name, shout[1], content))
             seq = expected
             i += 1
         if events:

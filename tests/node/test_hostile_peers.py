@@ -199,10 +199,11 @@ async def test_a_gap_in_a_burst_ends_its_peer_there_and_spares_another_peers_bur
 async def test_a_burst_of_shouts_switching_groups_then_a_bad_group_ends_its_peer_there() -> None:
     """SHOUTs to groups in turn arrive with their own group; a group not UTF-8 ends the peer.
 
-    The node recognises a SHOUT to the group of the one before by its
-    frame 0 alone (issue 28): switching groups, back and forth, within a
-    burst must not deliver one under another's name, and a group that is
-    not UTF-8 ends its peer (MALFORMED) with nothing after it delivered.
+    The node finds a SHOUT's group by the octets that end its frame 0,
+    among groups it decoded before (issue 28): switching groups, back and
+    forth, within a burst must not deliver one under another's name, and
+    a group that is not UTF-8 ends its peer (MALFORMED) with nothing after
+    it delivered.
     """
     with trio.fail_after(60):
         async with node_with_a_friend() as (node, friend), raw_peer(node) as raw:

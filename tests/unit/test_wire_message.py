@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from trizre import wire
 from trizre.wire import (
     DEFAULT_VERSION,
     MESSAGE_VERSIONS,
@@ -650,6 +651,24 @@ def test_whisper_sequence_agrees_with_decode(
     for version in MESSAGE_VERSIONS:
         expected = msg.sequence if isinstance(msg, Whisper) and msg.version == version else None
         assert whisper_sequence(head, version) == expected
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES.values(), ids=ALL_STRATEGIES.keys())
+@DETERMINISTIC
+@given(data=st.data())
+def test_header_packs_the_first_six_octets_every_message_starts_with(
+    strategy: st.SearchStrategy[Message], data: st.DataObject
+) -> None:
+    """wire.HEADER: signature (as an int), command id, version, sequence, as encode writes them."""
+    msg = data.draw(strategy)
+    head = encode(msg)[0]
+    signature = int.from_bytes(wire.SIGNATURE, "big")
+    command = int(msg.command)
+    # 36/ZRE's layout, written out: %xAA %xA1, the command id, the version,
+    # the sequence in network order.
+    six = b"\xaa\xa1" + bytes((command, msg.version)) + msg.sequence.to_bytes(2, "big")
+    assert head[:6] == six == wire.HEADER.pack(signature, command, msg.version, msg.sequence)
+    assert wire.HEADER.unpack(six) == (signature, command, msg.version, msg.sequence)
 
 
 @DETERMINISTIC

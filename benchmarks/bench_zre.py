@@ -557,103 +557,91 @@ class Bench:
                         self.attempt(
                             f"fanout/{k}/{layout}/{impl}",
                             lambda impl=impl, k=k, layout=layout, rate=rate, lost=lost, cpu=cpu: (
-                                self._fanout(impl, k, layout == "processes", rate, lost, cpu, 1)
+                                self._fanout(impl, k, layout == "processes", rate, lost, cpu)
                             ),
                         )
 
-    def _fanout(
-        self, impl: str, k: int, processes: bool, rate: Row, lost: Row, cpu: Row, runs: int
-    ) -> None:
-        """``runs`` runs; K receivers and a sender stay up for all, unless a run lost messages.
+    def _fanout(self, impl: str, k: int, processes: bool, rate: Row, lost: Row, cpu: Row) -> None:
+        """One run, with K receivers and a sender started for it (a working mesh each time).
 
-        After a loss (pyre drops a peer whose send queue overflows, and the
-        link stays dead) the next run starts with fresh processes, so every
-        run measures a working mesh.  CPU, over the deliveries: the
-        sender's from its first SHOUT and each receiving process's from
-        when it started counting, until all arrived (a loaded machine
-        moves it much less than the rate).
+        CPU, over the deliveries: the sender's from its first SHOUT and
+        each receiving process's from when it started counting, until all
+        arrived (a loaded machine moves it much less than the rate).
         """
         shouts = max(self.sizes.fanout_deliveries // k, 1)
         label = rate.scenario
-        while runs:
-            port = self.port()
-            with self.workers() as agents:
-                common = {"port": port, "group": GROUP, "expect_peers": k}
-                if processes:
-                    receivers = [self.spawn(impl, "b", f"R{i}", **common) for i in range(k)]
-                else:
-                    receivers = [self.spawn(impl, "b", "R", nodes=k, **common)]
-                agents.extend(receivers)
-                # raw pyzmq has no discovery: its sender connects a DEALER
-                # to each receiving socket it is told of.
-                connect = None
-                if impl == "raw":
-                    connect = ",".join(
-                        e for r in receivers for e in r.started(timeout=30)["endpoints"]
-                    )
-                sender = self.spawn(
-                    impl, "a", "S", port=port, expect_peers=k, expect_group=GROUP, connect=connect
+        port = self.port()
+        with self.workers() as agents:
+            common = {"port": port, "group": GROUP, "expect_peers": k}
+            if processes:
+                receivers = [self.spawn(impl, "b", f"R{i}", **common) for i in range(k)]
+            else:
+                receivers = [self.spawn(impl, "b", "R", nodes=k, **common)]
+            agents.extend(receivers)
+            # raw pyzmq has no discovery: its sender connects a DEALER
+            # to each receiving socket it is told of.
+            connect = None
+            if impl == "raw":
+                connect = ",".join(e for r in receivers for e in r.started(timeout=30)["endpoints"])
+            sender = self.spawn(
+                impl, "a", "S", port=port, expect_peers=k, expect_group=GROUP, connect=connect
+            )
+            agents.append(sender)
+            for agent in agents:
+                agent.expect_event("mesh", timeout=60)
+            count = {"cmd": "count", "n": shouts, "stall": self.sizes.stall}
+            if impl == "raw":
+                count["frames"] = True  # the ceiling: pyzmq's cheapest receive
+            for receiver in receivers:
+                receiver.send(count)
+            used = 0.0
+            for receiver in receivers:
+                used -= receiver.expect_event("counting", timeout=10)["cpu"]
+            if self.detail:
+                pids = [a.started()["pid"] for a in (sender, *receivers)]
+                sched0 = [_schedstat(pid) for pid in pids]
+                wall0 = time.monotonic()
+            sender.send({"cmd": "shout", "group": GROUP, "n": shouts, "size": 100})
+            sent = sender.expect_event("sent", timeout=120)
+            first = sent["first"]
+            reports = []
+            receivers_used = used
+            details: dict[str, float] = {}
+            for receiver in receivers:
+                counted = receiver.expect_event("counted", timeout=120)
+                reports += counted["nodes"]
+                used += counted["cpu"]
+                receivers_used += counted["cpu"]
+                for key, value in counted.get("detail", {}).items():
+                    # Counts add up; shares are averaged over the receivers.
+                    share = 1 / len(receivers) if key.startswith("share") else 1
+                    details[key] = details.get(key, 0.0) + value * share
+            # Asked once all arrived: zyre's actor thread (and any
+            # sender's libzmq I/O thread) works on after "sent".
+            sender.send({"cmd": "status"})
+            status = sender.expect_event("status", timeout=10)
+            used += status["cpu"] - sent["cpu0"]
+            total = sum(r["received"] for r in reports)
+            last = max(r["last"] for r in reports)
+            rate.add(impl, total / (last - first) if total else 0.0)
+            lost.add(impl, k * shouts - total)
+            if total:
+                cpu.add(impl, used / total * 1e6)
+            if self.detail and total:
+                wall = time.monotonic() - wall0
+                sched1 = [_schedstat(pid) for pid in pids]
+                self._sched_rows(label, impl, sched0, sched1, wall, total)
+                per = 1e6 / total
+                self.results.row(label, "sender CPU per delivery, µs", "{:.2f}").add(
+                    impl, (status["cpu"] - sent["cpu0"]) * per
                 )
-                agents.append(sender)
-                for agent in agents:
-                    agent.expect_event("mesh", timeout=60)
-                while runs:
-                    runs -= 1
-                    count = {"cmd": "count", "n": shouts, "stall": self.sizes.stall}
-                    if impl == "raw":
-                        count["frames"] = True  # the ceiling: pyzmq's cheapest receive
-                    for receiver in receivers:
-                        receiver.send(count)
-                    used = 0.0
-                    for receiver in receivers:
-                        used -= receiver.expect_event("counting", timeout=10)["cpu"]
-                    if self.detail:
-                        pids = [a.started()["pid"] for a in (sender, *receivers)]
-                        sched0 = [_schedstat(pid) for pid in pids]
-                        wall0 = time.monotonic()
-                    sender.send({"cmd": "shout", "group": GROUP, "n": shouts, "size": 100})
-                    sent = sender.expect_event("sent", timeout=120)
-                    first = sent["first"]
-                    reports = []
-                    receivers_used = used
-                    details: dict[str, float] = {}
-                    for receiver in receivers:
-                        counted = receiver.expect_event("counted", timeout=120)
-                        reports += counted["nodes"]
-                        used += counted["cpu"]
-                        receivers_used += counted["cpu"]
-                        for key, value in counted.get("detail", {}).items():
-                            # Counts add up; shares are averaged over the receivers.
-                            share = 1 / len(receivers) if key.startswith("share") else 1
-                            details[key] = details.get(key, 0.0) + value * share
-                    # Asked once all arrived: zyre's actor thread (and any
-                    # sender's libzmq I/O thread) works on after "sent".
-                    sender.send({"cmd": "status"})
-                    status = sender.expect_event("status", timeout=10)
-                    used += status["cpu"] - sent["cpu0"]
-                    total = sum(r["received"] for r in reports)
-                    last = max(r["last"] for r in reports)
-                    rate.add(impl, total / (last - first) if total else 0.0)
-                    lost.add(impl, k * shouts - total)
-                    if total:
-                        cpu.add(impl, used / total * 1e6)
-                    if self.detail and total:
-                        wall = time.monotonic() - wall0
-                        sched1 = [_schedstat(pid) for pid in pids]
-                        self._sched_rows(label, impl, sched0, sched1, wall, total)
-                        per = 1e6 / total
-                        self.results.row(label, "sender CPU per delivery, µs", "{:.2f}").add(
-                            impl, (status["cpu"] - sent["cpu0"]) * per
-                        )
-                        self.results.row(label, "receivers' CPU per delivery, µs", "{:.2f}").add(
-                            impl, receivers_used * per
-                        )
-                        if "detail" in status:
-                            self._detail_rows(label, impl, "sender", status["detail"], total)
-                        if details:
-                            self._detail_rows(label, impl, "receivers", details, total)
-                    if total < k * shouts:
-                        break  # start afresh: the lossy link may stay dead
+                self.results.row(label, "receivers' CPU per delivery, µs", "{:.2f}").add(
+                    impl, receivers_used * per
+                )
+                if "detail" in status:
+                    self._detail_rows(label, impl, "sender", status["detail"], total)
+                if details:
+                    self._detail_rows(label, impl, "receivers", details, total)
 
     def _sched_rows(
         self,

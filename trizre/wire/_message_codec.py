@@ -66,8 +66,7 @@ HEADER: Final = struct.Struct(">HBBH")
 For a receiver that recognises a data message by packing the frame 0 it
 expects (the peer protocol's runs), rather than unpacking the one it got.
 """
-_HEADER: Final = HEADER
-_HEADER_SIZE: Final = _HEADER.size  # 6
+_HEADER_SIZE: Final = HEADER.size  # 6
 _U32: Final = struct.Struct(">I")
 _U32_MAX: Final = 0xFFFFFFFF
 _STRING_MAX: Final = 0xFF
@@ -109,7 +108,7 @@ def _put_longstr(out: bytearray, text: str, what: str) -> None:
 def _encode_hello(msg: Hello) -> list[bytes]:
     _check_version(msg.version)
     _check_status(msg.status)
-    out = bytearray(_HEADER.pack(_SIG, 1, msg.version, msg.sequence))
+    out = bytearray(HEADER.pack(_SIG, 1, msg.version, msg.sequence))
     _put_string(out, msg.endpoint, "endpoint")
     groups = msg.groups
     out += _U32.pack(len(groups))
@@ -129,7 +128,7 @@ def _encode_whisper(msg: Whisper) -> list[bytes]:
     version = msg.version
     if version not in MESSAGE_VERSIONS:
         _check_version(version)
-    return [_HEADER.pack(_SIG, 2, version, msg.sequence), *msg.content]
+    return [HEADER.pack(_SIG, 2, version, msg.sequence), *msg.content]
 
 
 def _encode_shout(msg: Shout) -> list[bytes]:
@@ -139,14 +138,14 @@ def _encode_shout(msg: Shout) -> list[bytes]:
     raw = msg.group.encode()
     if len(raw) > _STRING_MAX:
         raise EncodeError(f"group is {len(raw)} UTF-8 bytes; a ZRE string holds at most 255")
-    head = _HEADER.pack(_SIG, 3, version, msg.sequence) + bytes((len(raw),)) + raw
+    head = HEADER.pack(_SIG, 3, version, msg.sequence) + bytes((len(raw),)) + raw
     return [head, *msg.content]
 
 
 def _encode_group_status(msg: Join | Leave) -> list[bytes]:
     _check_version(msg.version)
     _check_status(msg.status)
-    out = bytearray(_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence))
+    out = bytearray(HEADER.pack(_SIG, msg.command, msg.version, msg.sequence))
     _put_string(out, msg.group, "group")
     out.append(msg.status)
     return [bytes(out)]
@@ -154,7 +153,7 @@ def _encode_group_status(msg: Join | Leave) -> list[bytes]:
 
 def _encode_bare(msg: Ping | PingOk | Goodbye) -> list[bytes]:
     _check_version(msg.version)
-    return [_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence)]
+    return [HEADER.pack(_SIG, msg.command, msg.version, msg.sequence)]
 
 
 def _encode_opaque(msg: Elect | Leader) -> list[bytes]:
@@ -162,7 +161,7 @@ def _encode_opaque(msg: Elect | Leader) -> list[bytes]:
     body = msg.body
     if not isinstance(body, bytes):
         raise TypeError(f"{type(msg).__name__}.body must be bytes, got {type(body).__name__}")
-    return [_HEADER.pack(_SIG, msg.command, msg.version, msg.sequence) + body]
+    return [HEADER.pack(_SIG, msg.command, msg.version, msg.sequence) + body]
 
 
 _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
@@ -224,7 +223,7 @@ def encode_whisper(sequence: int, content: Sequence[bytes], version: int) -> lis
     if version not in MESSAGE_VERSIONS:
         _check_version(version)
     try:
-        return [_HEADER.pack(_SIG, 2, version, sequence), *content]
+        return [HEADER.pack(_SIG, 2, version, sequence), *content]
     except struct.error:
         raise EncodeError(f"sequence must be an int in 0..65535, got {sequence!r}") from None
 
@@ -274,7 +273,7 @@ def shout_builder(
     """
     frames = tuple(content)
 
-    def build(sequence: int, pack: Callable[..., bytes] = _HEADER.pack) -> list[bytes]:
+    def build(sequence: int, pack: Callable[..., bytes] = HEADER.pack) -> list[bytes]:
         try:
             return [pack(_SIG, 3, version, sequence) + tail, *frames]
         except struct.error:
@@ -293,7 +292,7 @@ def shout_header(head: bytes, version: int) -> tuple[int, str] | None:
     """
     if len(head) <= _HEADER_SIZE or len(head) != _HEADER_SIZE + 1 + head[_HEADER_SIZE]:
         return None
-    sig, command, seen, sequence = _HEADER.unpack_from(head)
+    sig, command, seen, sequence = HEADER.unpack_from(head)
     if sig != _SIG or command != 3 or seen != version:
         return None
     try:
@@ -313,7 +312,7 @@ def whisper_sequence(head: bytes, version: int) -> int | None:
     """
     if len(head) != _HEADER_SIZE:
         return None
-    sig, command, seen, sequence = _HEADER.unpack(head)
+    sig, command, seen, sequence = HEADER.unpack(head)
     if sig != _SIG or command != 2 or seen != version:
         return None
     return sequence  # type: ignore[no-any-return]
@@ -560,7 +559,7 @@ def _decode(frames: Sequence[bytes], version: int | None) -> Message:
     command: int
     seen: int
     sequence: int
-    _, command, seen, sequence = _HEADER.unpack_from(head)
+    _, command, seen, sequence = HEADER.unpack_from(head)
     if version is None:
         if seen not in MESSAGE_VERSIONS:
             raise VersionMismatch(seen, MESSAGE_VERSIONS, command, sequence)

@@ -89,6 +89,7 @@ bench: $(STAMP) zyre
 	$(BIN)/python benchmarks/bench_peer_run.py
 	$(BIN)/python benchmarks/bench_socket.py --json benchmarks/results/socket.json
 	$(BIN)/python benchmarks/trio_floor.py --json benchmarks/results/trio_floor.json
+	$(BIN)/python benchmarks/wake_send.py
 	$(BIN)/python benchmarks/bench_zre.py --json benchmarks/results/zre.json \
 		--update-docs docs/benchmarks.md
 	$(BIN)/python benchmarks/bench_lowlat.py --poll 0 100 200 --json benchmarks/results/lowlat.json

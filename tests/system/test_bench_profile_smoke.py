@@ -125,6 +125,16 @@ def test_roundtrip_cpu_reports_cpu_and_steps_a_round_trip() -> None:
     assert re.search(r"^python calls/round-trip [\d.]+, C calls [\d.]+$", out, re.M), out
 
 
+def test_wake_send_times_both_programs_critical_paths() -> None:
+    out = _run("wake_send.py", "--round-trips", "200", "--repeat", "1")
+    for program in ("trio floor", "trizre"):
+        assert re.search(
+            rf"^\| {program} \| [\d,]+ \([\d,]+-[\d,]+\) \| [\d.]+ \(.+\) \| [\d.]+ \(.+\) \|$",
+            out,
+            re.M,
+        ), out
+
+
 def test_flood_calls_reports_calls_a_message() -> None:
     for args in ((), ("--nowait",)):
         out = _run("flood_calls.py", "--messages", "300", *args)

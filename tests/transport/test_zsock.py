@@ -658,7 +658,14 @@ def _counting_events(
     yield calls
 
 
-async def _one_woken_receive(a: ZSocket, b: ZSocket, payload: bytes) -> list[list[bytes]]:
+async def _one_woken_receive(
+    a: ZSocket, b: ZSocket, *payloads: bytes, events: list[int] | None = None
+) -> list[list[bytes]]:
+    """One ``receive_batch`` woken by ``payloads``, sent at once while it waits.
+
+    ``events``: a ``_counting_events`` list, which must not grow between
+    the first payload's send and the call's return.
+    """
     got: list[list[list[bytes]]] = []
     async with trio.open_nursery() as nursery:
 
@@ -668,7 +675,11 @@ async def _one_woken_receive(a: ZSocket, b: ZSocket, payload: bytes) -> list[lis
         nursery.start_soon(take)
         await trio.testing.wait_all_tasks_blocked()
         assert not got  # it waits on the descriptor
-        assert a.send_nowait([payload])
+        before = None if events is None else len(events)
+        for payload in payloads:
+            assert a.send_nowait([payload])
+    if events is not None:
+        assert len(events) == before, "EVENTS read between the message and its return"
     return got[0]
 
 
@@ -676,18 +687,74 @@ async def test_a_round_trips_receive_asks_events_once(monkeypatch: pytest.Monkey
     """Issue 28: a receive that waits for one message reads ``EVENTS`` once, not three times.
 
     Each read is a Python enum in pyzmq and a poll and a getpid syscall in
-    libzmq.  The read after the message stays (it says whether more are
-    ready, and that the descriptor will signal the next); the one before
-    the wait is that same answer, no zmq call since; the one after the
-    wake-up is a guess that a message came (a wrong guess costs an Again).
+    libzmq.  The one read left says whether more messages are ready, and
+    that the descriptor will signal the next.  It is made before the wait,
+    for the message before: none between a message's arrival and its
+    return, which is a round trip's critical path (the caller answers
+    first).  The one before the wait is that same answer, no zmq call
+    since; the one after the wake-up is a guess that a message came (a
+    wrong guess costs an Again).
     """
     async with dealer_pair("inproc://events-once", hwm=1000) as (a, b):
         raw = b.zmq_socket  # taken before: handing it out counts as a call on it
         with trio.fail_after(5):
+            # The first wake-up asks after its message: one message came.
             assert await _one_woken_receive(a, b, b"first") == [[b"first"]]
             with _counting_events(monkeypatch, raw) as calls:
-                assert await _one_woken_receive(a, b, b"second") == [[b"second"]]
-            assert calls == [zmq.EVENTS]
+                for i in range(5):
+                    message = b"m%d" % i
+                    assert await _one_woken_receive(a, b, message, events=calls) == [[message]]
+            # The first of these waited on that answer; each other read
+            # it for the message before.
+            assert calls == [zmq.EVENTS] * 4
+
+
+async def test_a_burst_after_lone_wake_ups_is_taken_in_two_calls_then_whole() -> None:
+    """After lone wake-ups, a wake-up's first message returns at once; the rest follows.
+
+    The call after takes the rest without a wait or a schedule point of
+    its own (the wait was the batch's), and the wake-up after a burst
+    takes its messages in one batch again.
+    """
+    async with dealer_pair("inproc://burst-after-lone", hwm=1000) as (a, b):
+        with trio.fail_after(5):
+            for i in range(3):
+                assert await _one_woken_receive(a, b, b"w%d" % i) == [[b"w%d" % i]]
+            burst = [b"b%d" % i for i in range(5)]
+            assert await _one_woken_receive(a, b, *burst) == [[b"b0"]]
+            with trio.testing.assert_no_checkpoints():
+                assert await b.receive_batch(checked=True) == [[m] for m in burst[1:]]
+            again = [b"c%d" % i for i in range(5)]
+            assert await _one_woken_receive(a, b, *again) == [[m] for m in again]
+            # One message alone makes the next wake-up's return early again.
+            assert await _one_woken_receive(a, b, b"x") == [[b"x"]]
+            assert await _one_woken_receive(a, b, b"y0", b"y1") == [[b"y0"]]
+            assert await b.receive_batch() == [[b"y1"]]
+
+
+async def test_early_returns_lose_and_reorder_nothing() -> None:
+    """Lone messages and bursts of every size in turn: all arrive, in order."""
+    async with dealer_pair("inproc://early-order", hwm=10_000) as (a, b):
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+
+                async def take() -> None:
+                    while len(got) < 600:
+                        got.extend(frames[0] for frames in await b.receive_batch(7))
+
+                nursery.start_soon(take)
+                for size in [1, 1, 3, 1, 1, 1, 12, 2, 1, 40, 1, 1] * 8:
+                    await trio.testing.wait_all_tasks_blocked()
+                    for _ in range(size):
+                        if len(sent) < 600:
+                            sent.append(b"%d" % len(sent))
+                            assert a.send_nowait([sent[-1]])
+                while len(sent) < 600:
+                    sent.append(b"%d" % len(sent))
+                    assert a.send_nowait([sent[-1]])
+        assert got == sent
 
 
 async def test_a_message_between_receives_is_heard_without_asking_events() -> None:

@@ -177,9 +177,11 @@ class ZSocket:
         "_cork",
         "_corks",
         "_draining",
+        "_early",
         "_fd",
         "_fd_owned",
         "_interrupted",
+        "_lone",
         "_lot",
         "_max_size",
         "_poll_armed",
@@ -252,6 +254,11 @@ class ZSocket:
         # The last zmq call on this socket was receive_batch's EVENTS, which
         # said not readable: Rule 1 is served for the next wait (see there).
         self._unready = False
+        # The last wake-up brought one message (a round trip's traffic), and
+        # the last call returned one without asking for more: see
+        # receive_batch.
+        self._lone = False
+        self._early = False
         self.busy_polls = 0
         self.busy_poll_hits = 0
 
@@ -307,7 +314,10 @@ class ZSocket:
         Returns between 1 and ``max_messages`` multipart messages in arrival
         order, taken off the socket without yielding in between: one
         scheduling round per batch instead of per message is what lets a
-        Trio inbox keep up with libzmq.
+        Trio inbox keep up with libzmq.  One exception, for latency: when
+        the socket's last wake-up brought a lone message, a call woken by
+        the next returns that message at once, and the following call takes
+        whatever came with it (without a schedule point of its own).
 
         A ROUTER's message whose frames after the identity total more
         than ``max_message_size`` octets is taken off the socket without
@@ -336,7 +346,10 @@ class ZSocket:
         router = self._router
         tag = self._tag_user_id
         limit = self._max_size
-        waited = False
+        # After a call that returned its wake-up's message early, this one
+        # finishes that batch: the wait was the schedule point of both.
+        waited = early = self._early
+        self._early = False
         woken = False  # the descriptor just woke this call: a message is likely
         while True:
             if self._closed:
@@ -360,6 +373,9 @@ class ZSocket:
                 events = 0
             else:
                 events = get(zsock, _EVENTS)
+                if early:
+                    early = False
+                    self._lone = not events & _POLLIN  # more came with the last wake-up?
             self._unready = False
             if events & _POLLIN:
                 try:
@@ -395,9 +411,18 @@ class ZSocket:
                         batch.append(frames)
                         if len(batch) >= max_messages:
                             break
-                        if len(batch) == 1 and not get(zsock, _EVENTS) & _POLLIN:
-                            self._unready = True  # unless a call follows (below)
-                            break
+                        if len(batch) == 1:
+                            # A round trip's reply: the caller answers it
+                            # before the next call asks EVENTS (~3 us of
+                            # pyzmq and syscalls) off the critical path.
+                            if woken and self._lone:
+                                self._early = True
+                                break
+                            if not get(zsock, _EVENTS) & _POLLIN:
+                                self._unready = True  # unless a call follows (below)
+                                self._lone = woken
+                                break
+                            self._lone = False
                 except zmq.Again:
                     pass
             if woken and not batch:

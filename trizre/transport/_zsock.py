@@ -254,9 +254,9 @@ class ZSocket:
         # The last zmq call on this socket was receive_batch's EVENTS, which
         # said not readable: Rule 1 is served for the next wait (see there).
         self._unready = False
-        # The last wake-up brought one message (a round trip's traffic), and
-        # the last call returned one without asking for more: see
-        # receive_batch.
+        # See receive_batch: the last wake-up brought one message alone (a
+        # round trip's traffic), and the last call returned its wake-up's
+        # first message without asking whether more came.
         self._lone = False
         self._early = False
         self.busy_polls = 0

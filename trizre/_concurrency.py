@@ -14,7 +14,9 @@ tests/unit/test_lowlevel_confined.py keeps it so.
 * :class:`TaskSet`: "is the running task one of these?";
 * :class:`RunLocal`: one value per Trio run, made on first use;
 * the checkpoints and :func:`spawn_system_task`, named here so that the hot
-  paths that pace their own schedule points say which one they take.
+  paths that pace their own schedule points say which one they take, and
+  :func:`clock_reader`, the run's clock without ``trio.current_time``'s
+  two wrappers.
 
 They are cheaper than Trio's general objects where the library's hot paths
 need it (a :class:`Wakeup` with nobody waiting costs a dict check, a
@@ -52,6 +54,7 @@ __all__ = [
     "cancel_shielded_checkpoint",
     "checkpoint",
     "checkpoint_if_cancelled",
+    "clock_reader",
     "spawn_system_task",
     "unwrap_single_exception_group",
 ]
@@ -75,6 +78,17 @@ cancel_shielded_checkpoint: Final = trio.lowlevel.cancel_shielded_checkpoint
 #: it outlives the task that started it, is cancelled when the run ends, and
 #: an error out of it ends the run.  For a service shared by the run's nodes.
 spawn_system_task: Final = trio.lowlevel.spawn_system_task
+
+
+def clock_reader() -> Callable[[], float]:
+    """The current run's clock's ``current_time``: what ``trio.current_time()`` returns.
+
+    One Python call a read where ``trio.current_time()`` makes three, for
+    a hot path that reads the clock on every wake-up and is made inside
+    the run it serves (a test's virtual clock is the one it reads).
+    Outside a Trio run it raises ``RuntimeError``.  Not a checkpoint.
+    """
+    return trio.lowlevel.current_clock().current_time
 
 
 # --------------------------------------------------------------------- Wakeup

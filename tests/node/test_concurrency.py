@@ -24,6 +24,7 @@ from trizre._concurrency import (
     Wakeup,
     WakeupStatistics,
     checkpoint,
+    clock_reader,
     unwrap_single_exception_group,
 )
 
@@ -571,3 +572,16 @@ def test_run_local_makes_one_value_per_run() -> None:
     assert len(made) == 2
     with pytest.raises(RuntimeError):
         local.get()
+
+
+async def test_clock_reader_reads_the_runs_clock(autojump_clock: trio.abc.Clock) -> None:
+    now = clock_reader()
+    assert now() == trio.current_time()
+    await trio.sleep(12.5)  # virtual: the reader follows the run's clock, not the wall's
+    assert now() == trio.current_time()
+    assert now() >= 12.5
+
+
+def test_clock_reader_outside_a_run_raises() -> None:
+    with pytest.raises(RuntimeError):
+        clock_reader()

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from .._concurrency import Latch, cancel_shielded_checkpoint
+from .._concurrency import Latch, cancel_shielded_checkpoint, clock_reader
 
 if TYPE_CHECKING:
     from ..transport._links import LocalInbox
@@ -103,7 +103,7 @@ class InboxLead:
         self._fanout = fanout
         # The run's clock, read directly: trio.current_time() is three
         # Python calls where this is one, on every wake-up of a round trip.
-        self._now = trio.lowlevel.current_clock().current_time
+        self._now = clock_reader()
         self._local = local
         self._take = take
         self._batch = batch

@@ -65,7 +65,10 @@ class _Timer:
 
 
 def _timed(program: str, count: int) -> tuple[float, float, float]:
-    """Round trips/s, median wake-up → send and send → park (µs) of one run."""
+    """Round trips/s, median wake-up → send and send → park (µs) of one run.
+
+    ``program``: ``"trizre"``, or anything else for the least Trio program.
+    """
     timer = _Timer()
     real_wait = trio.lowlevel.wait_readable
 
@@ -115,20 +118,14 @@ def main() -> None:
     runs: dict[str, list[tuple[float, float, float]]] = {"trio floor": [], "trizre": []}
     for _ in range(args.repeat):  # alternated, a run each
         for program, results in runs.items():
-            results.append(_timed("trizre" if program == "trizre" else "floor", args.round_trips))
+            results.append(_timed(program, args.round_trips))
     print(f"127.0.0.1, 100 B, median (min-max) of {args.repeat}, hooks in both")
     print()
     print("| program | round trips/s | wake-up → send, µs | send → park, µs |")
     print("|---|---|---|---|")
     for program, results in runs.items():
-        cells = []
-        for i, digits in ((0, 0), (1, 1), (2, 1)):
-            values = [r[i] for r in results]
-            fmt = f"{{:,.{digits}f}}"
-            cells.append(
-                f"{fmt.format(statistics.median(values))} "
-                f"({fmt.format(min(values))}-{fmt.format(max(values))})"
-            )
+        columns = ((0, 0), (1, 1), (2, 1))  # (field, digits)
+        cells = [trio_floor._median([r[i] for r in results], d) for i, d in columns]
         print(f"| {program} | " + " | ".join(cells) + " |")
 
 

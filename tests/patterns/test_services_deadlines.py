@@ -11,8 +11,10 @@ cheaper first-attempt ranking must rank as the documented one.
 
 from __future__ import annotations
 
+import gc
 import random
 import uuid
+import weakref
 
 import pytest
 import trio
@@ -198,3 +200,51 @@ def test_the_first_attempt_asks_only_its_choice_whether_it_is_responsive() -> No
     asked.clear()
     node.unresponsive.update({workers[1], workers[3]})
     assert client._choose("echo", router.open(2, "echo")) == workers[2]
+
+
+class _Held:
+    """Something a weak reference can watch."""
+
+
+def test_an_ended_request_is_freed_at_once_not_held_by_its_deadline() -> None:
+    """Issue 28: the heap keeps a deadline and a request id, not the request.
+    An entry holding the ``_Pending`` kept every answered request (its latch,
+    its set of workers tried) alive until the next pruning: on a busy client,
+    the garbage collector's young generation filled with them and each of its
+    passes took several times longer."""
+    router = ReplyRouter(object())  # type: ignore[arg-type]
+    pending = router.open(7)
+    router.set_deadline(pending, 100.0)
+    pending.memo = held = _Held()  # _Pending has slots and no weak references: this goes with it
+    ended = weakref.ref(held)
+    router.close(7)
+    del pending, held
+    gc.disable()  # freed by its reference count alone, not by a collection
+    try:
+        assert ended() is None
+    finally:
+        gc.enable()
+    assert router._deadlines  # its stale entry is still there, to be skipped or pruned
+
+
+async def test_a_stale_deadline_does_not_end_a_request_that_reuses_its_id(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A caller's stable request id may be reused once its request ended: the
+    old entry (same id, earlier deadline) must not end the new attempt."""
+    with trio.fail_after(10):
+        router = ReplyRouter(object())  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(router.run_clock)
+            start = trio.current_time()
+            first = router.open(42)
+            router.set_deadline(first, start + 1.0)
+            router.close(42)
+            again = router.open(42)
+            router.set_deadline(again, start + 3.0)
+            await trio.sleep(2.0)
+            assert not again.expired
+            await again.wait()
+            assert again.expired
+            assert trio.current_time() - start == pytest.approx(3.0)
+            nursery.cancel_scope.cancel()

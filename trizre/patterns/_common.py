@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 import logging
 import math
 import random
@@ -240,6 +239,11 @@ class _Pending:
         await self._wakeup.wait()
 
 
+def _due(pending: _Pending | None, deadline: float) -> bool:
+    """Whether a deadline heap entry is still ``pending``'s (not stale)."""
+    return pending is not None and pending.deadline == deadline
+
+
 @final
 class InFlight:
     """At most ``total`` requests in flight at once: ``async with`` takes a place.
@@ -307,10 +311,13 @@ class ReplyRouter:
         self.port: PatternPort | None = None  # set by open_reply_router
         # The attempts' deadlines, one heap for every request, watched by one
         # task (run_clock): a trio.CancelScope per attempt cost more than the
-        # rest of a request's bookkeeping.  Entries are (deadline, tie, pending);
-        # one whose pending has another deadline since is stale, skipped.
-        self._deadlines: list[tuple[float, int, _Pending]] = []
-        self._ties = itertools.count()
+        # rest of a request's bookkeeping.  Entries are (deadline, request id):
+        # one whose request is gone or has another deadline since is stale,
+        # skipped.  Not the _Pending itself: a stale entry would keep an
+        # answered request's objects alive until pruned, and the garbage
+        # collector would keep finding them young (numbers and a float: the
+        # collector stops tracking such a tuple).
+        self._deadlines: list[tuple[float, int]] = []
         self._clock_due = math.inf  # when run_clock wakes next
         self._clock_scope: trio.CancelScope | None = None
 
@@ -347,7 +354,7 @@ class ReplyRouter:
         if deadline == math.inf:
             return  # its earlier entry, if any, is stale now
         heap = self._deadlines
-        heapq.heappush(heap, (deadline, next(self._ties), pending))
+        heapq.heappush(heap, (deadline, pending.request_id))
         if deadline < self._clock_due:
             self._clock_due = deadline
             if self._clock_scope is not None:
@@ -355,7 +362,8 @@ class ReplyRouter:
         if len(heap) > 2 * len(self._pending) + 64:
             # Mostly entries of answered requests: drop them now, long before
             # they are due, so that the clock wakes only for live deadlines.
-            heap[:] = [entry for entry in heap if entry[2].deadline == entry[0]]
+            live = self._pending
+            heap[:] = [entry for entry in heap if _due(live.get(entry[1]), entry[0])]
             heapq.heapify(heap)
 
     async def run_clock(self) -> None:
@@ -365,12 +373,13 @@ class ReplyRouter:
         attempts it ends wake with ``expired`` set; their requests decide
         what follows (``_attempts._request``).
         """
-        heap = self._deadlines
+        heap, live = self._deadlines, self._pending
         while True:
             now = trio.current_time()
             while heap and heap[0][0] <= now:
-                deadline, _, pending = heapq.heappop(heap)
-                if pending.deadline == deadline and not pending.expired:
+                deadline, request_id = heapq.heappop(heap)
+                pending = live.get(request_id)
+                if pending is not None and pending.deadline == deadline and not pending.expired:
                     pending.expired = True
                     pending.wake()
             self._clock_due = heap[0][0] if heap else math.inf

@@ -173,7 +173,7 @@ async def _request(
         retry = Retry(
             policy,
             request_id,
-            trio.current_time(),
+            router.now(),
             service=service,
             pattern=pattern,
             observers=() if trace is None else (trace,),
@@ -201,7 +201,7 @@ async def _request(
                     while pending.reply is None and not pending.expired:
                         await pending.wait()
                     reply = pending.reply
-                now = trio.current_time()
+                now = router.now()
                 if reply is not None:
                     retry.answered(reply.status, pending.replied_by, now)
                     ok = reply.status == proto.Status.OK

@@ -7,7 +7,7 @@ import heapq
 import logging
 import math
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final, final
 from uuid import UUID
@@ -16,7 +16,13 @@ import trio
 from trio_util import RepeatedEvent
 
 from .. import EventStream, Exit, Leave, Node, Silent, Whisper
-from .._concurrency import Latch, Wakeup, checkpoint_if_cancelled, unwrap_single_exception_group
+from .._concurrency import (
+    Latch,
+    Wakeup,
+    checkpoint_if_cancelled,
+    clock_reader,
+    unwrap_single_exception_group,
+)
 from . import _protocol as proto
 from ._errors import PatternError
 from ._port import PatternPort, open_port
@@ -230,13 +236,20 @@ class _Pending:
     def wake(self) -> None:
         self._wakeup.wake()
 
-    async def wait(self) -> None:
-        """Wait for a reply, the loss of the current target, or the end of the attempt."""
+    def wait(self) -> Coroutine[Any, Any, None]:
+        """Wait for a reply, the loss of the current target, or the end of the attempt.
+
+        ``await pending.wait()``: the latch's own wait, returned rather than
+        awaited in a coroutine of this method's, so that the request's
+        task resumes through one frame less on every reply.  Cancellation
+        as :meth:`Latch.wait <trizre._concurrency.Latch.wait>`'s: a wake-up
+        is not consumed.
+        """
         # A latch (one waiter: the request's own task), not
         # trio_util.RepeatedEvent, whose wait() sees only sets made after it
         # is called: a wake() made while the task was elsewhere, say in
         # node.whisper, is kept (see trizre._concurrency.Latch).
-        await self._wakeup.wait()
+        return self._wakeup.wait()
 
 
 def _due(pending: _Pending | None, deadline: float) -> bool:
@@ -319,6 +332,11 @@ class ReplyRouter:
         # collector stops tracking such a tuple).
         self._deadlines: list[tuple[float, int]] = []
         self._clock_due = math.inf  # when run_clock wakes next
+        # The clock the requests read (twice each): open_reply_router sets
+        # the run's own reader, one Python call a read where
+        # trio.current_time() makes three (a router made outside a run, a
+        # test's, reads it the long way).
+        self.now: Callable[[], float] = trio.current_time
         self._clock_scope: trio.CancelScope | None = None
 
     def open(self, request_id: int, service: str = "") -> _Pending:
@@ -512,6 +530,7 @@ class ReplyRouter:
 async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncIterator[ReplyRouter]:
     """A reply router fed by the node's pattern port (one decode per envelope per node)."""
     router = ReplyRouter(node, max_in_flight)
+    router.now = clock_reader()
     async with open_port(node) as port:
         router.port = port
         port.add_router(router)

@@ -252,11 +252,6 @@ class _Pending:
         return self._wakeup.wait()
 
 
-def _due(pending: _Pending | None, deadline: float) -> bool:
-    """Whether a deadline heap entry is still ``pending``'s (not stale)."""
-    return pending is not None and pending.deadline == deadline
-
-
 @final
 class InFlight:
     """At most ``total`` requests in flight at once: ``async with`` takes a place.
@@ -352,7 +347,8 @@ class ReplyRouter:
         pending = self._pending.pop(request_id, None)
         if pending is not None:
             pending.deadline = math.inf  # its heap entries are stale now
-            self._unload(pending)
+            if pending.loaded:  # unloaded already when answered: no call
+                self._unload(pending)
             if self.port is not None:
                 self.port.release(request_id, self)
 
@@ -381,7 +377,11 @@ class ReplyRouter:
             # Mostly entries of answered requests: drop them now, long before
             # they are due, so that the clock wakes only for live deadlines.
             live = self._pending
-            heap[:] = [entry for entry in heap if _due(live.get(entry[1]), entry[0])]
+            heap[:] = [
+                (due, rid)
+                for due, rid in heap
+                if (now_open := live.get(rid)) is not None and now_open.deadline == due
+            ]
             heapq.heapify(heap)
 
     async def run_clock(self) -> None:
@@ -408,7 +408,8 @@ class ReplyRouter:
 
     def send_to(self, pending: _Pending, peer: UUID) -> None:
         """Record that ``pending`` is about to go to ``peer``."""
-        self._unload(pending)
+        if pending.loaded:  # a first attempt is not: no call
+            self._unload(pending)
         pending.current, pending.lost, pending.loaded = peer, False, True
         pending.accepted = False
         pending.sent_to.add(peer)

@@ -178,6 +178,7 @@ class Server:
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted, bool]] = deque()
         self._outbox_ready = Wakeup()
         self._accept_due = Wakeup()
+        self._accept_idle = False  # _accept waits for a held request: wake it for one
         # What watchers are told (trizre.patterns._status); None in the targets: the group.
         self.status: dict[str, Any] = (
             {"key": f"service:{service}", "kind": "service", "service": service}
@@ -370,9 +371,11 @@ class Server:
         if self._stats_idle:
             self.stats_changed()
         if isinstance(verdict, adm.Admitted):
-            self._accept_due.wake_one()
+            if self._accept_idle:  # else it is awake, or sleeping until the oldest is due
+                self._accept_due.wake_one()
             self._waiting.append(request)
-            self._summon()
+            if not self._summoned:  # one on its way already: no call
+                self._summon()
         elif isinstance(verdict, adm.Refused):
             # Not executed: the client tries another worker (README §7).
             self._answer(request, proto.Reply(request.request_id, verdict.status), record=False)
@@ -424,7 +427,11 @@ class Server:
         while True:
             due = core.next_accept()
             if due is None:
-                await self._accept_due.wait()
+                self._accept_idle = True
+                try:
+                    await self._accept_due.wait()
+                finally:
+                    self._accept_idle = False
             elif trio.current_time() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
             else:
@@ -495,7 +502,7 @@ class Server:
             due = trio.current_time() + _RUN_SLICE
             while waiting:
                 request = waiting.popleft()
-                if waiting:
+                if waiting and not self._summoned:
                     self._summon()  # should this handler wait, the next one need not
                 # _run_one's own clock reading: one less per request.
                 if await self._run_one(request) >= due and waiting:

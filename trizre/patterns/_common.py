@@ -222,7 +222,9 @@ class _Pending:
         self.replied_by: UUID | None = None
         self.loaded = False  # counted in the router's load of ``current``
         self.memo: object = None  # for the client's own bookkeeping
-        self.sent_to: set[UUID] = set()
+        # The peers it went to, by UUID as an int (as the router's load):
+        # a UUID is hashed by a Python call, an int is not.
+        self.sent_to: set[int] = set()
         self.current: UUID | None = None
         self.reply: proto.Reply | None = None
         self.lost = False  # the current target exited or went silent
@@ -422,7 +424,7 @@ class ReplyRouter:
             self._unload(pending)
         pending.current, pending.lost, pending.loaded = peer, False, True
         pending.accepted = False
-        pending.sent_to.add(peer)
+        pending.sent_to.add(peer.int)
         key = peer.int
         self.load[key] = self.load.get(key, 0) + 1
 
@@ -526,7 +528,7 @@ class ReplyRouter:
             or pending.reply is not None
             # The current target's reply, by identity (the node hands out one
             # UUID object per peer), saves a Python-level UUID hash.
-            or (peer is not pending.current and peer not in pending.sent_to)
+            or (peer is not pending.current and peer.int not in pending.sent_to)
         ):
             self.dropped += 1
             log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)

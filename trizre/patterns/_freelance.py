@@ -115,7 +115,7 @@ class FreelanceClient:
                     rank=0 if self.service else rank,
                     responsive=node.peer_is_responsive(peer),
                     suspicion=router.suspicion.get(peer, 0),
-                    tried=peer in pending.sent_to,
+                    tried=peer.int in pending.sent_to,
                 )
                 for rank, peer in enumerate(live)
             ]
@@ -174,7 +174,7 @@ class FreelanceClient:
                             await router.membership_changed()
                         reached += 1
                         for peer in targets:
-                            pending.sent_to.add(peer)  # a reply from any of them counts
+                            pending.sent_to.add(peer.int)  # a reply from any of them counts
                             with suppress(NodeError):
                                 if not node.whisper_nowait(peer, *message):
                                     await node.whisper(peer, *message)

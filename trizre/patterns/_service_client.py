@@ -95,7 +95,7 @@ class ServiceClient:
                 rank = (
                     suspicion.get(worker, 0),
                     not responsive(worker),
-                    worker in tried,
+                    worker.int in tried,
                     load.get(worker.int, 0),
                     last_used.get(worker.int, -1),
                 )

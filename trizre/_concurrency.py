@@ -27,7 +27,7 @@ Trio's own objects do.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Final, Generic, NamedTuple, TypeVar, final
 
@@ -110,19 +110,24 @@ class Wakeup:
     order they came.  A wake-up with nobody waiting is lost on purpose:
     waiters re-check the state before they wait (it is not a latch; see
     :class:`Latch`).  ``bool(wakeup)`` and ``len(wakeup)`` say whether and
-    how many tasks wait.
+    how many tasks wait; ``wakeup.waiting`` (the waiting tasks, read only)
+    says whether without a Python call.
 
     Cancellation: a cancelled :meth:`wait` leaves the waiters at once and
     consumed no wake-up; a task already woken is not cancelled out of it
     (it returns, and should re-check the state as any woken waiter).
     """
 
-    __slots__ = ("_waiters",)
+    __slots__ = ("_waiters", "waiting")
 
     def __init__(self) -> None:
         # An ordered dict, as ParkingLot: FIFO and O(1) removal of a
         # cancelled waiter from anywhere.
         self._waiters: OrderedDict[Task, None] = OrderedDict()
+        # The waiting tasks, in order; read only.  ``not wakeup.waiting`` is
+        # ``not wakeup`` without a Python call, for paths that ask on every
+        # request or message whether anyone waits.
+        self.waiting: Mapping[Task, None] = self._waiters
 
     def __bool__(self) -> bool:
         return bool(self._waiters)
@@ -157,10 +162,11 @@ class Wakeup:
         waiters = self._waiters
         if not waiters:
             return 0
-        self._waiters = OrderedDict()
-        for task in waiters:
+        woken = list(waiters)
+        waiters.clear()  # the same dict: ``waiting`` is a view of it
+        for task in woken:
             reschedule(task)
-        return len(waiters)
+        return len(woken)
 
     def statistics(self) -> WakeupStatistics:
         return WakeupStatistics(tasks_waiting=len(self._waiters))
@@ -298,7 +304,7 @@ class BoundedQueue(Generic[T]):
         if len(items) >= self._limit:
             return False
         items.append(item)
-        if self._getters._waiters:  # the common case, nobody waits, costs no call
+        if self._getters.waiting:  # the common case, nobody waits, costs no call
             self._getters.wake_one()
         return True
 
@@ -311,7 +317,7 @@ class BoundedQueue(Generic[T]):
         if self.closed:
             raise trio.ClosedResourceError("the queue was closed")
         self._items.append(item)
-        if self._getters._waiters:
+        if self._getters.waiting:
             self._getters.wake_one()
 
     async def put(self, item: T) -> None:
@@ -339,7 +345,7 @@ class BoundedQueue(Generic[T]):
                 raise trio.EndOfChannel
             raise trio.WouldBlock
         item = items.popleft()
-        if self._putters._waiters and len(items) <= self._low_water:
+        if self._putters.waiting and len(items) <= self._low_water:
             self._putters.wake_all()
         return item
 
@@ -382,7 +388,7 @@ class BoundedQueue(Generic[T]):
             items.clear()
         else:
             batch = [items.popleft() for _ in range(max_items)]
-        if self._putters._waiters and len(items) <= self._low_water:
+        if self._putters.waiting and len(items) <= self._low_water:
             self._putters.wake_all()
         return batch
 

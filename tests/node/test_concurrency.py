@@ -169,6 +169,40 @@ async def test_wake_all_wakes_every_waiter() -> None:
         assert wakeup.statistics() == WakeupStatistics(0)
 
 
+async def test_wakeup_waiting_is_a_live_view_of_its_waiters(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """``waiting`` (read without a call on hot paths) says what ``bool()`` and
+    ``len()`` say, through waits, wake-ups, a cancelled wait and wake_all."""
+    wakeup = Wakeup()
+    view = wakeup.waiting
+    with trio.fail_after(5):
+        assert not view
+        async with trio.open_nursery() as nursery:
+            scopes = [trio.CancelScope() for _ in range(4)]
+
+            async def waiter(scope: trio.CancelScope) -> None:
+                with scope:
+                    await wakeup.wait()
+
+            for scope in scopes:
+                nursery.start_soon(waiter, scope)
+                await wait_all_tasks_blocked()
+            assert len(view) == len(wakeup) == 4
+            wakeup.wake_one()
+            scopes[1].cancel()
+            await wait_all_tasks_blocked()
+            assert len(view) == len(wakeup) == 2
+            assert wakeup.wake_all() == 2
+            assert not view and not wakeup
+        assert wakeup.waiting is view  # the same mapping after wake_all
+        async with trio.open_nursery() as again:
+            again.start_soon(wakeup.wait)
+            await wait_all_tasks_blocked()
+            assert len(view) == 1
+            wakeup.wake_all()
+
+
 async def test_wakeup_given_before_a_wait_is_not_kept(autojump_clock: trio.abc.Clock) -> None:
     wakeup = Wakeup()
     wakeup.wake_one()

@@ -267,36 +267,28 @@ class InFlight:
     Cancelled while waiting, it took no place.
     """
 
-    __slots__ = ("_free", "_parked", "_waiters")
+    __slots__ = ("_free", "_waiters")
 
     def __init__(self, total: int) -> None:
         # A counter and a parking lot rather than a trio.CapacityLimiter,
         # which tracks a borrower per place: a third of this path's cost.
         self._free = total
         self._waiters = Wakeup()
-        # The tasks in the lot, counted here: every request enters and
-        # leaves, and asking the lot is a call each time.
-        self._parked = 0
 
     async def __aenter__(self) -> None:
         await checkpoint_if_cancelled()
-        if self._free and not self._parked:
+        # .waiting, not bool(lot): every request enters and leaves, and
+        # asking the lot is a call each time.
+        if self._free and not self._waiters.waiting:
             self._free -= 1
             return
         # Unparked means a place was handed over (see __aexit__); a cancelled
-        # park leaves the lot without one (a woken waiter is not cancelled).
-        self._parked += 1
-        try:
-            await self._waiters.wait()
-        except BaseException:
-            self._parked -= 1
-            raise
+        # park leaves the lot without one.
+        await self._waiters.wait()
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._parked and self._waiters.wake_one():
-            self._parked -= 1  # the place passes straight to the waiter
-        else:
-            self._free += 1
+        if not (self._waiters.waiting and self._waiters.wake_one()):
+            self._free += 1  # else the place passes straight to the waiter
 
 
 @final

@@ -178,7 +178,6 @@ class Server:
         self._outbox: deque[tuple[IncomingRequest, proto.Reply | proto.Accepted, bool]] = deque()
         self._outbox_ready = Wakeup()
         self._accept_due = Wakeup()
-        self._accept_idle = False  # _accept waits for a held request: wake it for one
         # What watchers are told (trizre.patterns._status); None in the targets: the group.
         self.status: dict[str, Any] = (
             {"key": f"service:{service}", "kind": "service", "service": service}
@@ -371,7 +370,7 @@ class Server:
         if self._stats_idle:
             self.stats_changed()
         if isinstance(verdict, adm.Admitted):
-            if self._accept_idle:  # else it is awake, or sleeping until the oldest is due
+            if self._accept_due.waiting:  # else it is awake, or sleeps until the oldest is due
                 self._accept_due.wake_one()
             self._waiting.append(request)
             if not self._summoned:  # one on its way already: no call
@@ -427,11 +426,7 @@ class Server:
         while True:
             due = core.next_accept()
             if due is None:
-                self._accept_idle = True
-                try:
-                    await self._accept_due.wait()
-                finally:
-                    self._accept_idle = False
+                await self._accept_due.wait()
             elif trio.current_time() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
             else:

@@ -84,7 +84,7 @@ async def _attempt(
         while pending.reply is None and not pending.lost and not pending.expired:
             if pending.accepted:
                 # Held by a live worker: its silence counts, not the time it takes.
-                router.set_deadline(pending, retry.accepted(trio.current_time()))
+                router.set_deadline(pending, retry.accepted(router.now()))
                 if pending.expired:
                     break
             await pending.wait()
@@ -92,7 +92,7 @@ async def _attempt(
             return pending.reply
         if pending.expired:
             return None
-        router.set_deadline(pending, retry.lost(trio.current_time()))
+        router.set_deadline(pending, retry.lost(router.now()))
         if pending.expired:
             return None
 
@@ -220,7 +220,7 @@ async def _request(
                 policy.attempts,
                 describe,
                 sent=retry.reached,
-                waited=trio.current_time() - retry.started,
+                waited=router.now() - retry.started,
             )
         finally:
             router.close(request_id)

@@ -331,7 +331,7 @@ class ReplyRouter:
         # collector stops tracking such a tuple).
         self._deadlines: list[tuple[float, int]] = []
         self._clock_due = math.inf  # when run_clock wakes next
-        # The clock the requests read (twice each): open_reply_router sets
+        # The clock the router and its requests read: open_reply_router sets
         # the run's own reader, one Python call a read where
         # trio.current_time() makes three (a router made outside a run, a
         # test's, reads it the long way).
@@ -397,7 +397,7 @@ class ReplyRouter:
         """
         heap, live = self._deadlines, self._pending
         while True:
-            now = trio.current_time()
+            now = self.now()
             while heap and heap[0][0] <= now:
                 deadline, request_id = heapq.heappop(heap)
                 pending = live.get(request_id)

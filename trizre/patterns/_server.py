@@ -152,9 +152,9 @@ class Server:
         self._stats_sent: dict[str, Any] | None = None
         self._stats_idle = True  # the announcing task waits for a change to count
         self._handler = handler
-        # The run's clock, read three times a request: one Python call a
-        # read where trio.current_time() makes three (made inside the run:
-        # open_server is).
+        # The run's clock, for every read the server makes (three a
+        # request): one Python call a read where trio.current_time() makes
+        # three (made inside the run: open_server is).
         self._now = clock_reader()
         self._cache = reply_cache
         self._hide_errors = hide_errors
@@ -427,10 +427,10 @@ class Server:
             due = core.next_accept()
             if due is None:
                 await self._accept_due.wait()
-            elif trio.current_time() < due:
+            elif self._now() < due:
                 await trio.sleep_until(due)  # the oldest first: the rest are due later
             else:
-                for accept in core.accepts_due(trio.current_time()):
+                for accept in core.accepts_due(self._now()):
                     self._queue(accept.request, proto.Accepted(accept.request.request_id))
 
     def _answer(
@@ -494,7 +494,7 @@ class Server:
         waiting = self._waiting
         while True:
             self._summoned = False  # started or unparked by _summon: the summons is answered
-            due = trio.current_time() + _RUN_SLICE
+            due = self._now() + _RUN_SLICE
             while waiting:
                 request = waiting.popleft()
                 if waiting and not self._summoned:
@@ -502,7 +502,7 @@ class Server:
                 # _run_one's own clock reading: one less per request.
                 if await self._run_one(request) >= due and waiting:
                     await checkpoint()
-                    due = trio.current_time() + _RUN_SLICE
+                    due = self._now() + _RUN_SLICE
             # Parking is this task's schedule point.
             await self._work_ready.wait()
 

@@ -40,10 +40,7 @@ def forge(node: trizre.Node, count: int, sources: int) -> None:
     for n in range(count):
         fake = uuid.uuid4()
         beacon = wire.Beacon(fake, 1 + fake.int % 1000)
-        sender = source(n % sources)
-        key = wire.encode_beacon(beacon) + sender.encode()
-        for deliver in list(network._listeners.values()):
-            deliver(beacon, sender, key, trio.current_time())
+        network.deliver(beacon, source(n % sources))
 
 
 @pytest.fixture

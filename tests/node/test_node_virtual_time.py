@@ -31,6 +31,7 @@ from tests.support.nodes import (
 from trizre import wire
 from trizre.node import _node
 from trizre.sansio._peer import PeerProtocol
+from trizre.sansio.node_core._core import NodeCore
 from trizre.sansio.node_core._due import Due
 from trizre.transport._discovery import MemoryDiscovery
 from trizre.transport._links import LocalLink
@@ -299,10 +300,7 @@ def _forge(node: trizre.Node, count: int) -> list[uuid.UUID]:
     network = node._discovery
     assert isinstance(network, MemoryDiscovery)
     for fake in forged:
-        beacon = wire.Beacon(fake, 1 + fake.int % 1000)  # ports nobody listens on
-        key = wire.encode_beacon(beacon) + b"127.0.0.1"
-        for deliver in list(network._listeners.values()):
-            deliver(beacon, "127.0.0.1", key, trio.current_time())
+        network.deliver(wire.Beacon(fake, 1 + fake.int % 1000), "127.0.0.1")  # closed ports
     return forged
 
 
@@ -333,11 +331,7 @@ def _announce(node: trizre.Node, peer: uuid.UUID) -> None:
     """A beacon for ``peer`` at a loopback port nobody listens on."""
     network = node._discovery
     assert isinstance(network, MemoryDiscovery)
-    beacon = wire.Beacon(peer, 1 + peer.int % 1000)
-    key = wire.encode_beacon(beacon) + b"127.0.0.1"
-    now = trio.current_time()
-    for deliver in list(network._listeners.values()):
-        deliver(beacon, "127.0.0.1", key, now)
+    network.deliver(wire.Beacon(peer, 1 + peer.int % 1000), "127.0.0.1")
 
 
 async def test_each_handshake_a_peer_misses_in_a_row_gives_the_next_twice_as_long(
@@ -499,6 +493,49 @@ async def test_in_process_peers_that_read_are_looked_at_together_on_a_sweep(
     # A pass a sweep (every 5 s) and a few for the rest; one a peer was ~11 a sweep.
     assert first <= 4, first
     assert per_node <= 2 * 60 / 5, per_node
+
+
+async def test_idle_in_process_peers_beacons_reach_no_node(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: n nodes in one process hear n beacons an interval each.
+
+    Once each knows the others, the discovery skips the beacons a node's
+    core keeps as quiet (its own, known peers'): no call into the node
+    (100 nodes in a process: 10,000 a second before).  A new node's
+    beacons still reach them all.
+    """
+    calls = Counter[str]()
+    real = NodeCore.on_beacon
+
+    def counting(self: NodeCore[Any], *args: Any) -> Any:
+        calls[self.me.hex] += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(NodeCore, "on_beacon", counting)
+    port = free_udp_port()
+    with trio.fail_after(300):
+        async with AsyncExitStack() as stack:
+            nodes = [
+                await stack.enter_async_context(
+                    trizre.open_node(f"n{i}", beacon_port=port, **MEMORY)
+                )
+                for i in range(5)
+            ]
+            for node in nodes:
+                for other in nodes:
+                    if other is not node:
+                        await node.wait_for_peer(other.uuid)
+            await trio.sleep(2)  # every beacon seen once since the mesh
+            calls.clear()
+            await trio.sleep(10)  # ten beacons of each node
+            assert calls == Counter()
+            late = await stack.enter_async_context(
+                trizre.open_node("late", beacon_port=port, **MEMORY)
+            )
+            for node in nodes:
+                await node.wait_for_peer(late.uuid)
+            assert all(calls[node.uuid.hex] >= 1 for node in nodes)
 
 
 async def test_a_peer_that_greets_starts_its_count_of_missed_handshakes_again(
@@ -836,12 +873,10 @@ async def test_peers_kept_alive_by_beacons_do_not_each_wake_the_clock(
             async def beacons(raw: MemoryRawPeer, phase: float) -> None:
                 await trio.sleep(phase)  # each peer's beacons at a time of its own
                 beacon = wire.Beacon(raw.uuid, int(raw.endpoint.rsplit(":", 1)[1]))
-                key = wire.encode_beacon(beacon) + b"127.0.0.1"
                 network = node._discovery
                 assert isinstance(network, MemoryDiscovery)
                 while True:
-                    for deliver in list(network._listeners.values()):
-                        deliver(beacon, "127.0.0.1", key, trio.current_time())
+                    network.deliver(beacon, "127.0.0.1")
                     await trio.sleep(1.0)
 
             for i, raw in enumerate(raws):

@@ -139,3 +139,11 @@ def test_flood_calls_reports_calls_a_message() -> None:
     for args in ((), ("--nowait",)):
         out = _run("flood_calls.py", "--messages", "300", *args)
         assert re.search(r"^python calls/message [\d.]+, C calls [\d.]+ \(", out, re.M), out
+
+
+def test_idle_cpu_reports_cpu_turns_steps_and_calls() -> None:
+    out = _run("idle_cpu.py", "--nodes", "3", "--settle", "0", "--window", "0.3", "--calls")
+    assert re.search(r"^3 nodes, full mesh [\d.]+ s", out, re.M), out
+    assert re.search(r"^idle CPU [\d.]+ % of a core", out, re.M), out
+    assert re.search(r"^turns [\d.]+/s, task steps [\d.]+/s:", out, re.M), out
+    assert re.search(r"^Python calls [\d,]+/s; the most:", out, re.M), out

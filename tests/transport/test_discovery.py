@@ -19,7 +19,13 @@ import pytest
 import trio
 import trio.testing
 
-from trizre.transport._discovery import BeaconSocket, SourceThrottle, open_beacon_socket
+from trizre.transport._discovery import (
+    _RUN,
+    BeaconSocket,
+    SourceThrottle,
+    open_beacon_hub,
+    open_beacon_socket,
+)
 from trizre.transport._interfaces import Interface, select_interface
 from trizre.wire import Beacon, EncodeError, encode_beacon
 
@@ -249,3 +255,62 @@ def test_throttle_remembers_a_bounded_number_of_sources() -> None:
 def test_throttle_bad_input(rate: float, burst: int) -> None:
     with pytest.raises(ValueError, match="throttle"):
         SourceThrottle(rate, burst)
+
+
+# --------------------------------------------- a process's nodes, idle (issue 28)
+
+
+async def test_a_burst_is_read_with_one_checkpoint_then_one_every_run(port: int) -> None:
+    """Queued datagrams come without a checkpoint each, up to ``_RUN`` of them.
+
+    A process's nodes beacon together: a checkpoint a datagram was a turn
+    of the run loop a beacon.  After ``_RUN`` datagrams without one, the
+    next read checkpoints, so a flood cannot hold the run.
+    """
+    with trio.fail_after(5):
+        async with open_beacon_socket(LO, port) as node, raw_sender() as raw:
+            sent = [beacon() for _ in range(_RUN + 2)]
+            for each in sent:
+                await raw.sendto(encode_beacon(each), (BROADCAST, port))
+            assert await node.receive() == (sent[0], "127.0.0.1")  # woken: a checkpoint
+            for each in sent[1:_RUN]:
+                with trio.testing.assert_no_checkpoints():
+                    assert await node.receive() == (each, "127.0.0.1")
+            with trio.testing.assert_checkpoints():
+                assert await node.receive() == (sent[_RUN], "127.0.0.1")
+            with trio.testing.assert_no_checkpoints():
+                assert await node.receive() == (sent[_RUN + 1], "127.0.0.1")
+
+
+async def test_a_send_the_kernel_takes_at_once_takes_no_checkpoint(port: int) -> None:
+    with trio.fail_after(5):
+        async with open_beacon_socket(LO, port) as node:
+            sent = beacon()
+            with trio.testing.assert_no_checkpoints():
+                await node.send(sent)
+            assert await node.receive() == (sent, "127.0.0.1")
+
+
+async def test_a_listener_is_not_given_the_beacons_it_ignores(port: int) -> None:
+    """``ignored``: a key the listener maps to None is not delivered; any other is."""
+    first, second, third = beacon(), beacon(), beacon()
+    keys = {b.uuid: encode_beacon(b) + b"127.0.0.1" for b in (first, second, third)}
+    ignored: dict[bytes, object] = {keys[first.uuid]: None, keys[second.uuid]: "refresh"}
+    heard: list[Beacon] = []
+    everyone: list[Beacon] = []
+    with trio.fail_after(5):
+        async with open_beacon_hub(LO, port) as hub, trio.open_nursery() as nursery:
+            nursery.start_soon(hub.listen, lambda b, *_: heard.append(b), ignored)
+            nursery.start_soon(hub.listen, lambda b, *_: everyone.append(b))
+            await trio.testing.wait_all_tasks_blocked()
+            for each in (first, second, third):
+                await hub.send(each)
+            await trio.testing.wait_all_tasks_blocked()  # loopback: queued when sent
+            assert everyone == [first, second, third]
+            assert heard == [second, third]
+            del ignored[keys[first.uuid]]  # read at each beacon: the listener's to change
+            await hub.send(first)
+            await trio.testing.wait_all_tasks_blocked()
+            assert everyone == [first, second, third, first]
+            assert heard == [second, third, first]
+            nursery.cancel_scope.cancel()

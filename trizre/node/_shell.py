@@ -782,7 +782,8 @@ class NodeShell:
         if self._local is not None:
             nursery.start_soon(self._reader, self._local)
         if discovery is not None:
-            nursery.start_soon(discovery.listen, self._on_beacon)
+            # The core's quiet keys: beacons it needs nothing for never reach it.
+            nursery.start_soon(discovery.listen, self._on_beacon, self._core.quiet)
             port = int(self._endpoint.rsplit(":", 1)[1])
             beacon = self._core.beacon(port)
             nursery.start_soon(send_beacons, discovery, beacon, self._config.beacon_interval)

@@ -84,7 +84,9 @@ class NodeCore(Generic[S]):
         self.advertised = ""  # the endpoint our HELLO gives
         self.stopped = False
         # Beacons seen before, by the discovery's key: None, nothing to do;
-        # a peer, refresh its presence (beacons_refresh).
+        # a peer, refresh its presence (beacons_refresh).  The shell hands
+        # this dict to the discovery, which skips the None keys itself: it
+        # is never replaced, and None must mean on_beacon does nothing.
         self.quiet: dict[bytes, S | None] = {}
         # Peers announced leaving (port 0), PINGed: ended unless they answer.
         self.leave_hints = LeaveHints()

@@ -13,6 +13,7 @@ tests/unit/test_lowlevel_confined.py keeps it so.
   water mark and Trio's close semantics;
 * :class:`TaskSet`: "is the running task one of these?";
 * :class:`RunLocal`: one value per Trio run, made on first use;
+* :func:`sleep_until_shared`: sleeps to one instant that share one timer;
 * the checkpoints and :func:`spawn_system_task`, named here so that the hot
   paths that pace their own schedule points say which one they take, and
   :func:`clock_reader`, the run's clock without ``trio.current_time``'s
@@ -26,6 +27,8 @@ Trio's own objects do.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -55,6 +58,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_if_cancelled",
     "clock_reader",
+    "sleep_until_shared",
     "spawn_system_task",
     "unwrap_single_exception_group",
 ]
@@ -480,6 +484,70 @@ class RunLocal(Generic[T]):
     def set(self, value: T) -> None:
         """Replace this run's value.  Not a checkpoint."""
         self._var.set(value)
+
+
+# ------------------------------------------------------------ shared sleeps
+
+
+@final
+class _Instants:
+    """Per run: the instants tasks sleep until, each with its sleepers, and one timer task."""
+
+    __slots__ = ("heap", "sleepers", "timer")
+
+    def __init__(self) -> None:
+        self.sleepers: dict[float, Wakeup] = {}
+        self.heap: list[float] = []  # the instants of ``sleepers``, earliest first
+        self.timer = Wakeup()  # the timer task, when it waits for an earlier instant
+
+    async def run(self) -> None:
+        """Wake each instant's sleepers when it comes; never raises (a system task)."""
+        sleepers, heap = self.sleepers, self.heap
+        while True:
+            if not heap:
+                await self.timer.wait()
+                continue
+            with trio.move_on_at(heap[0]):
+                await self.timer.wait()  # an earlier instant came: sleep for it instead
+            now = trio.current_time()
+            while heap and heap[0] <= now:
+                sleepers.pop(heapq.heappop(heap)).wake_all()
+
+
+_INSTANTS: Final[RunVar[_Instants]] = RunVar("trizre_shared_sleeps")
+
+
+async def sleep_until_shared(deadline: float) -> None:
+    """``trio.sleep_until(deadline)``, with one timer for all the run's tasks sleeping until it.
+
+    For many tasks that wake at the same instant (the beacons of a
+    process's nodes, on the multiples of their interval): one deadline in
+    Trio's timer heap and one task woken by it, which wakes the others,
+    instead of a cancel scope each.  Always a checkpoint.  Cancellation:
+    the sleep ends at once and the others sleep on.  Bad input: a
+    ``deadline`` that is not a number raises ``TypeError``; NaN raises
+    ``ValueError``, as Trio's.
+    """
+    if not isinstance(deadline, int | float):
+        raise TypeError(f"a deadline is a number, got {type(deadline).__name__}")
+    if math.isnan(deadline):
+        raise ValueError("deadline must not be NaN")
+    if deadline <= trio.current_time():
+        await checkpoint()
+        return
+    try:
+        instants = _INSTANTS.get()
+    except LookupError:
+        instants = _Instants()
+        _INSTANTS.set(instants)
+        spawn_system_task(instants.run, name="trizre shared sleeps")
+    sleepers = instants.sleepers.get(deadline)
+    if sleepers is None:
+        sleepers = instants.sleepers[deadline] = Wakeup()
+        heapq.heappush(instants.heap, deadline)
+        if instants.heap[0] == deadline:
+            instants.timer.wake_one()  # it sleeps for a later instant, or for none
+    await sleepers.wait()
 
 
 # -------------------------------------------------------------------- errors

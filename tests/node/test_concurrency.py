@@ -15,6 +15,7 @@ from trio.testing import wait_all_tasks_blocked
 
 from tests.support.waiting import waiting
 from trizre._concurrency import (
+    _INSTANTS,
     BoundedQueue,
     Latch,
     LatchStatistics,
@@ -25,6 +26,7 @@ from trizre._concurrency import (
     WakeupStatistics,
     checkpoint,
     clock_reader,
+    sleep_until_shared,
     unwrap_single_exception_group,
 )
 
@@ -619,3 +621,83 @@ async def test_clock_reader_reads_the_runs_clock(autojump_clock: trio.abc.Clock)
 def test_clock_reader_outside_a_run_raises() -> None:
     with pytest.raises(RuntimeError):
         clock_reader()
+
+
+# --------------------------------------------------------- sleep_until_shared
+
+
+async def test_sleepers_to_one_instant_share_one_timer_and_wake_at_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Issue 28: a process's nodes beacon on the same multiples; one timer for them all."""
+    woke: list[tuple[int, float]] = []
+    at = trio.current_time() + 2.0
+
+    async def sleeper(i: int) -> None:
+        await sleep_until_shared(at)
+        woke.append((i, trio.current_time()))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(sleeper, i)
+            await wait_all_tasks_blocked()
+            instants = _INSTANTS.get()
+            assert instants.heap == [at]  # one instant in the timer's heap
+            assert len(instants.sleepers[at]) == 50
+    assert sorted(woke) == [(i, at) for i in range(50)]
+    assert instants.heap == [] and instants.sleepers == {}
+
+
+async def test_an_earlier_instant_wakes_on_time_while_the_timer_waits_for_a_later(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    start = trio.current_time()
+    woke: dict[float, float] = {}
+
+    async def sleeper(delay: float) -> None:
+        await sleep_until_shared(start + delay)
+        woke[delay] = trio.current_time() - start
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper, 5.0)
+            await wait_all_tasks_blocked()
+            nursery.start_soon(sleeper, 1.0)
+            await wait_all_tasks_blocked()
+            nursery.start_soon(sleeper, 3.0)
+    assert woke == {1.0: 1.0, 3.0: 3.0, 5.0: 5.0}
+
+
+async def test_a_cancelled_shared_sleep_leaves_the_others_asleep(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    start = trio.current_time()
+    woke: list[float] = []
+
+    async def sleeper() -> None:
+        await sleep_until_shared(start + 2.0)
+        woke.append(trio.current_time() - start)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            with trio.move_on_after(1.0) as scope:
+                await sleep_until_shared(start + 2.0)
+            assert scope.cancelled_caught
+            assert trio.current_time() - start == 1.0
+    assert woke == [2.0]
+
+
+async def test_a_shared_sleep_to_a_past_instant_is_a_checkpoint() -> None:
+    with trio.testing.assert_checkpoints():
+        await sleep_until_shared(trio.current_time())
+    with trio.testing.assert_checkpoints():
+        await sleep_until_shared(-math.inf)
+
+
+async def test_a_shared_sleep_to_no_instant_raises() -> None:
+    with pytest.raises(TypeError):
+        await sleep_until_shared("soon")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NaN"):
+        await sleep_until_shared(math.nan)

@@ -13,6 +13,7 @@ from uuid import UUID
 import trio
 
 from .. import wire
+from .._concurrency import sleep_until_shared
 from ..sansio._gossip import Deliver, Forget
 from ..sansio._peer import node_id
 from ..transport._curve import CURVE_ALLOW_ANY, CurvePolicy
@@ -32,7 +33,8 @@ async def send_beacons(discovery: Discovery, beacon: wire.Beacon, interval: floa
     """
     while True:
         await discovery.send(beacon)
-        await trio.sleep_until(next_multiple(trio.current_time(), interval))
+        # The nodes of a process sleep to the same multiple: one timer for all.
+        await sleep_until_shared(next_multiple(trio.current_time(), interval))
 
 
 async def run_gossip(

@@ -83,12 +83,14 @@ _READ_SIZE: Final = 255
 """Octets read per datagram: above the largest beacon (54), so oversize is visible."""
 _SENDERS_KEPT: Final = 4096
 """Senders whose place (in the subnet or not) a beacon socket remembers."""
-_RUN: Final = 64
+_RUN: Final = 16
 """Datagrams a beacon socket takes, once woken, before it lets other tasks run.
 
 The nodes of a process send their beacons together: a checkpoint a
 datagram was a turn of the run loop a beacon (100 nodes: 100 a second
-idle), where the socket's queue can be read in one."""
+idle), where the socket's queue can be read in a few.  Small, because each
+datagram goes to every node of the process: under a flood of forged
+beacons, other tasks wait for at most this many."""
 
 
 @final

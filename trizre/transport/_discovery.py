@@ -70,6 +70,7 @@ __all__ = [
     "BeaconSocket",
     "Deliver",
     "Discovery",
+    "Ignored",
     "MemoryDiscovery",
     "SourceThrottle",
     "open_beacon_hub",
@@ -200,12 +201,15 @@ class BeaconSocket:
         while True:
             if self._closed:
                 raise trio.ClosedResourceError("beacon socket is closed")
-            try:
-                if self._run >= _RUN:
-                    raise BlockingIOError  # a checkpoint is due
-                data, address = self._raw.recvfrom(_READ_SIZE)
-                self._run += 1
-            except BlockingIOError:
+            data = None
+            if self._run < _RUN:  # else a checkpoint is due
+                try:
+                    data, address = self._raw.recvfrom(_READ_SIZE)
+                except BlockingIOError:
+                    pass  # nothing queued: wait below
+                else:
+                    self._run += 1
+            if data is None:
                 self._run = 0
                 data, address = await self._sock.recvfrom(_READ_SIZE)
             sender: str = address[0]

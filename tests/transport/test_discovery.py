@@ -20,7 +20,7 @@ import trio
 import trio.testing
 
 from trizre.transport._discovery import (
-    _RUN,
+    _RUN_SLICE,
     BeaconSocket,
     SourceThrottle,
     open_beacon_hub,
@@ -260,26 +260,30 @@ def test_throttle_bad_input(rate: float, burst: int) -> None:
 # --------------------------------------------- a process's nodes, idle (issue 28)
 
 
-async def test_a_burst_is_read_with_one_checkpoint_then_one_every_run(port: int) -> None:
-    """Queued datagrams come without a checkpoint each, up to ``_RUN`` of them.
+async def test_a_burst_is_read_without_a_checkpoint_a_datagram_for_a_slice_of_time(
+    port: int, mock_clock: trio.testing.MockClock
+) -> None:
+    """Queued datagrams come without a checkpoint each, for ``_RUN_SLICE`` after one.
 
     A process's nodes beacon together: a checkpoint a datagram was a turn
-    of the run loop a beacon.  After ``_RUN`` datagrams without one, the
-    next read checkpoints, so a flood cannot hold the run.
+    of the run loop a beacon.  Time bounds the run, not a count: each
+    datagram goes to every node of the process, and a forged one costs
+    each a new peer, so that a flood cannot hold the run.
     """
     with trio.fail_after(5):
         async with open_beacon_socket(LO, port) as node, raw_sender() as raw:
-            sent = [beacon() for _ in range(_RUN + 2)]
+            sent = [beacon() for _ in range(40)]
             for each in sent:
                 await raw.sendto(encode_beacon(each), (BROADCAST, port))
             assert await node.receive() == (sent[0], "127.0.0.1")  # woken: a checkpoint
-            for each in sent[1:_RUN]:
+            for each in sent[1:30]:  # the clock stands still: all in the slice
                 with trio.testing.assert_no_checkpoints():
                     assert await node.receive() == (each, "127.0.0.1")
+            mock_clock.jump(_RUN_SLICE)
             with trio.testing.assert_checkpoints():
-                assert await node.receive() == (sent[_RUN], "127.0.0.1")
+                assert await node.receive() == (sent[30], "127.0.0.1")
             with trio.testing.assert_no_checkpoints():
-                assert await node.receive() == (sent[_RUN + 1], "127.0.0.1")
+                assert await node.receive() == (sent[31], "127.0.0.1")
 
 
 async def test_a_send_the_kernel_takes_at_once_takes_no_checkpoint(port: int) -> None:

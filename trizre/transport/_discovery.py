@@ -49,8 +49,10 @@ Why the socket is set up the way it is:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import math
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -60,7 +62,7 @@ from typing import Final, Protocol, final
 import trio
 from trio_util import RepeatedEvent
 
-from trizre._concurrency import RunLocal, checkpoint
+from trizre._concurrency import RunLocal, checkpoint, clock_reader
 from trizre.sansio._guard import LogLimiter, log_rarely
 from trizre.transport._interfaces import Interface, Interface6
 from trizre.wire import Beacon, DecodeError, decode_beacon, encode_beacon
@@ -84,14 +86,15 @@ _READ_SIZE: Final = 255
 """Octets read per datagram: above the largest beacon (54), so oversize is visible."""
 _SENDERS_KEPT: Final = 4096
 """Senders whose place (in the subnet or not) a beacon socket remembers."""
-_RUN: Final = 16
-"""Datagrams a beacon socket takes, once woken, before it lets other tasks run.
+_RUN_SLICE: Final = 0.001
+"""Seconds a beacon socket's reader runs, once woken, before it lets other tasks run.
 
 The nodes of a process send their beacons together: a checkpoint a
 datagram was a turn of the run loop a beacon (100 nodes: 100 a second
-idle), where the socket's queue can be read in a few.  Small, because each
-datagram goes to every node of the process: under a flood of forged
-beacons, other tasks wait for at most this many."""
+idle), where the queue of cheap datagrams (beacons the nodes know) is
+read in one or two.  Time, not a count: each datagram goes to every node
+of the process, and a forged one costs each a new peer, so under a flood
+a count of them could hold the run for many milliseconds."""
 
 
 @final
@@ -109,10 +112,11 @@ class BeaconSocket:
         "_inside",
         "_interface",
         "_logs",
+        "_now",
         "_port",
         "_raw",
-        "_run",
         "_sock",
+        "_yield_at",
         "undecodable",
     )
 
@@ -124,7 +128,8 @@ class BeaconSocket:
         # kernel takes at once, without a checkpoint.
         self._raw = raw
         self._sock = trio.socket.from_stdlib_socket(raw)
-        self._run = 0  # datagrams returned since the last checkpoint
+        self._now = clock_reader()  # made inside the run (open_beacon_socket is async)
+        self._yield_at = -math.inf  # when the reader's slice ends: a checkpoint is due
         self._destination: tuple[str, int] | tuple[str, int, int, int] = (
             (str(interface.broadcast), port, 0, interface.index)
             if isinstance(interface, Interface6)
@@ -202,16 +207,12 @@ class BeaconSocket:
             if self._closed:
                 raise trio.ClosedResourceError("beacon socket is closed")
             data = None
-            if self._run < _RUN:  # else a checkpoint is due
-                try:
+            if self._now() < self._yield_at:  # else a checkpoint is due
+                with contextlib.suppress(BlockingIOError):  # nothing queued: wait below
                     data, address = self._raw.recvfrom(_READ_SIZE)
-                except BlockingIOError:
-                    pass  # nothing queued: wait below
-                else:
-                    self._run += 1
             if data is None:
-                self._run = 0
                 data, address = await self._sock.recvfrom(_READ_SIZE)
+                self._yield_at = self._now() + _RUN_SLICE
             sender: str = address[0]
             if isinstance(self._interface, Interface6):
                 if address[3] != self._interface.index:

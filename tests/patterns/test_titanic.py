@@ -578,6 +578,41 @@ async def test_titanic_takes_requests_while_no_worker_exists_beyond_its_dispatch
     assert len(ran) == 30 and set(ran.values()) == {1}
 
 
+async def test_requests_stored_while_memory_holds_every_pending_one_are_not_read_back(
+    tmp_path: Path,
+) -> None:
+    """Each commit hands its requests to the dispatcher: the disk is read once, at start.
+
+    Before (the dispatcher read the oldest pending rows from the disk
+    whenever a request arrived or a slot freed) 40 requests took a read each.
+    """
+    port = free_udp_port()
+    ran: Counter[bytes] = Counter()
+    with trio.fail_after(60):
+        async with (
+            trizre.open_node("titanic", beacon_port=port, **FAST) as tnode,
+            patterns.open_titanic(tnode, tmp_path / "t.db", max_dispatch=2, policy=QUICK) as t,
+            trizre.open_node("worker", beacon_port=port, **FAST) as wnode,
+            patterns.open_server(wnode, counting(ran), service="echo"),
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_titanic_client(cli) as client,
+            trio.open_nursery() as nursery,
+        ):
+            results: dict[int, tuple[bytes, ...]] = {}
+
+            async def submitter(first: int) -> None:
+                for i in range(first, 40, 4):
+                    results[i] = await client.result(await client.submit("echo", b"%d" % i))
+
+            # 4 submitters: the 2 dispatch slots are busy at times, memory (8) never full.
+            for first in range(4):
+                nursery.start_soon(submitter, first)
+    assert results == {i: (b"done %d" % i,) for i in range(40)}
+    assert len(ran) == 40 and set(ran.values()) == {1}
+    assert t.accepted == t.completed == 40
+    assert t._queue.reads == 1
+
+
 async def test_a_request_still_running_for_a_client_that_died_reaches_its_successor() -> None:
     """per_client=False: a new node asks under the same id while the first run goes on."""
     port = free_udp_port()

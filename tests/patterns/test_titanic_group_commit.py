@@ -134,7 +134,10 @@ async def test_writes_queued_behind_a_commit_go_in_one_batch_each_after_its_comm
     disk = Disk()
     seen: list[list[int]] = []
     commits = CommitCounter(store)
-    writes = _GroupCommit(store, disk, lambda ops: seen.append([len(ops)]))
+    # Called with each batch's ops and the requests it stored (all new here).
+    writes = _GroupCommit(
+        store, disk, lambda ops, stored: seen.append([len(ops), len({row[0] for row in stored})])
+    )
     given: dict[int, str | None] = {}
 
     async def write(i: int) -> None:
@@ -155,7 +158,7 @@ async def test_writes_queued_behind_a_commit_go_in_one_batch_each_after_its_comm
                 disk.gate.set()
             nursery.cancel_scope.cancel()
     assert disk.batches == [1, 10] and commits.count == 2 and writes.commits == 2
-    assert seen == [[1], [10]]
+    assert seen == [[1, 1], [10, 10]]
     assert len(set(given.values())) == 11 and None not in given.values()
     store.shut()
 
@@ -296,6 +299,7 @@ def test_a_mixed_batch_is_what_its_writes_one_by_one_would_give(tmp_path: Path) 
     old = store.accept("echo", [b"old"], "c/1")
     done = store.accept("echo", [b"done"], "c/2")
     trace = CommitCounter(store)
+    stored: list[tuple[str, str, bytes]] = []
     given = store.write(
         [
             _Accept("echo", _pack([b"a"]), "c/3"),
@@ -307,12 +311,19 @@ def test_a_mixed_batch_is_what_its_writes_one_by_one_would_give(tmp_path: Path) 
             _Close(old),
             _Accept("echo", _pack([b"old"]), "c/1"),  # closed, asked again: a new request
             _Close("f" * 32),  # unknown: nothing
-        ]
+        ],
+        stored,
     )
     assert trace.count == 1
     new_a, again_a, b, old_again, *nothing, new_old, unknown = given
     assert new_a == again_a and old_again == old and new_old not in (old, new_a, b)
     assert nothing == [None, None, None] and unknown is None
+    # What it stored, for the dispatcher: new requests only, not the retries.
+    assert stored == [
+        (new_a, "echo", _pack([b"a"])),
+        (b, "echo", _pack([b"b"])),
+        (new_old, "echo", _pack([b"old"])),
+    ]
     assert store.lookup(done) == (200, (b"first",))
     assert store.lookup(old) == (UNKNOWN, ())
     assert [row[0] for row in store.pending()] == [new_a, b, new_old]

@@ -59,6 +59,7 @@ from ._server import (
 )
 from ._service_client import ServiceClient, open_service_client
 from ._titanic_commit import _GroupCommit
+from ._titanic_queue import _DispatchQueue
 from ._titanic_store import (
     PENDING,
     UNKNOWN,
@@ -70,6 +71,7 @@ from ._titanic_store import (
     _Op,
     _pack,
     _Store,
+    _unpack,
     _wal_promise,  # noqa: F401 -- where tests find it
 )
 
@@ -90,6 +92,9 @@ Ts = TypeVarTuple("Ts")
 
 BAD = 400  # a body Titanic cannot read (9/TSP has no other error status)
 _HEX = frozenset(b"0123456789abcdef")
+# Pending requests the dispatcher holds in memory, per dispatch slot: more
+# arriving at once than that are read back from the disk later.
+_READY_PER_SLOT = 4
 
 
 class TitanicUnknown(PatternError):
@@ -119,7 +124,8 @@ class Titanic:
         self._disk = trio.CapacityLimiter(1)  # one SQLite call at a time
         self._writes = _GroupCommit(store, self._on_disk, self._committed)
         self._max_dispatch = max_dispatch
-        self._dispatching: set[str] = set()
+        # What is pending, as far as memory knows: the disk is read only when it may know more.
+        self._queue = _DispatchQueue(_READY_PER_SLOT * max_dispatch)
         # Set when a request arrives or a dispatch slot frees: look at the disk again.
         self._more = trio.Event()
         # Announcing the counters to watchers: titanic.request's server, once it runs.
@@ -142,12 +148,16 @@ class Titanic:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._disk)
 
-    def _committed(self, ops: Sequence[_Op]) -> None:
-        """Requests just stored: counted, and the dispatcher looks (even if their callers left)."""
-        accepted = sum(isinstance(op, _Accept) for op in ops)
-        if accepted:
-            self.accepted += accepted
+    def _committed(self, ops: Sequence[_Op], stored: Sequence[tuple[str, str, bytes]]) -> None:
+        """A batch is on disk: its new requests are counted and handed to the dispatcher
+        (even if their callers left), its closed ones taken from it."""
+        if stored:
+            self.accepted += len(stored)
+            self._queue.stored([(i, service, _unpack(body)) for i, service, body in stored])
             self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
+        closed = [op.titanic_id for op in ops if type(op) is _Close]
+        if closed:
+            self._queue.closed(closed)
 
     # -------------------------------------------------------------- services
 
@@ -182,21 +192,22 @@ class Titanic:
     async def _dispatcher(self, nursery: trio.Nursery) -> None:
         """Keep up to ``max_dispatch`` of the oldest pending requests in flight.
 
-        The disk is the queue: what is pending is read from it (at start,
-        when a request arrives, when a slot frees), so nothing accepted can
-        be missed, however many arrive while every slot is busy.
+        The disk is the queue.  Requests committed while memory holds
+        everything pending are handed over by their commit; otherwise
+        (at start, after more arrived than memory holds) the oldest
+        pending are read from the disk once memory has run dry
+        (:class:`_DispatchQueue`).  So nothing accepted can be missed,
+        however many arrive while every slot is busy, and the disk is
+        not read for requests memory already has.
         """
+        queue = self._queue
         while True:
             self._more = trio.Event()
-            free = self._max_dispatch - len(self._dispatching)
-            if free > 0:
-                # The oldest first; those in flight are among them, hence the margin.
-                rows = await self._on_disk(self._store.pending, free + len(self._dispatching))
-                for titanic_id, service, frames in rows:
-                    if titanic_id not in self._dispatching and free > 0:
-                        free -= 1
-                        self._dispatching.add(titanic_id)
-                        nursery.start_soon(self._deliver, titanic_id, service, frames)
+            free = self._max_dispatch - len(queue.in_flight)
+            if free > 0 and queue.need_read:
+                queue.read_ends(await self._on_disk(self._store.pending, queue.read_begins()))
+            for titanic_id, service, frames in queue.take(free):
+                nursery.start_soon(self._deliver, titanic_id, service, frames)
             await self._more.wait()
 
     async def _deliver(self, titanic_id: str, service: str, frames: tuple[bytes, ...]) -> None:
@@ -229,7 +240,7 @@ class Titanic:
                 self._announcer.stats_changed()
         finally:
             self.in_flight -= 1
-            self._dispatching.discard(titanic_id)
+            self._queue.finished(titanic_id)
             self._more.set()
 
 

@@ -18,6 +18,8 @@ import trio
 from .._concurrency import Wakeup
 from ._titanic_store import _Given, _Op, _Store
 
+_Stored = tuple[str, str, bytes]  # a request a batch stored: Titanic id, service, body (packed)
+
 _MAX_BATCH = 256  # writes in one transaction, at most: bounds a commit's time and memory
 _QUEUED, _TAKEN, _ABANDONED = "queued", "taken", "abandoned"
 
@@ -53,8 +55,9 @@ class _GroupCommit:
     :meth:`_Store.write` through ``on_disk``; an op that finds it idle
     is taken at once (no added wait), and those arriving meanwhile form
     the next batch.  Each :meth:`write` returns only after its own batch
-    committed.  ``committed`` is called with a batch's ops once they
-    are on disk, before any caller is woken.  Lookups take the same
+    committed.  ``committed`` is called with a batch's ops and the
+    requests it stored (``(titanic_id, service, body)``, retries not
+    among them) once they are on disk, before any caller is woken.  Lookups take the same
     queue: those arriving together are one query and one thread hop,
     and see every write queued before them.  The queue holds at most
     one op per waiting caller.
@@ -64,7 +67,7 @@ class _GroupCommit:
         self,
         store: _Store,
         on_disk: Callable[[Callable[[], list[_Given]]], Awaitable[list[_Given]]],
-        committed: Callable[[Sequence[_Op]], None] = lambda ops: None,
+        committed: Callable[[Sequence[_Op], Sequence[_Stored]], None] = lambda ops, stored: None,
         max_batch: int = _MAX_BATCH,
     ) -> None:
         if max_batch < 1:
@@ -124,8 +127,9 @@ class _GroupCommit:
                 if not batch:
                     continue
                 ops = [queued.op for queued in batch]
+                stored: list[_Stored] = []
                 try:
-                    given = await self._on_disk(functools.partial(self._store.write, ops))
+                    given = await self._on_disk(functools.partial(self._store.write, ops, stored))
                 except Exception as exc:
                     for queued in batch:
                         queued.error = exc
@@ -134,7 +138,7 @@ class _GroupCommit:
                     continue
                 self._batch = []
                 self.commits += 1
-                self._committed(ops)
+                self._committed(ops, stored)
                 for queued, result in zip(batch, given, strict=True):
                     queued.result = result
                     queued.done.set()

@@ -356,11 +356,16 @@ class _Store:
         (titanic_id,) = self.write([_Accept(service, _pack(frames), asked)])
         return cast(str, titanic_id)
 
-    def write(self, ops: Sequence[_Op]) -> list[_Given]:
+    def write(
+        self, ops: Sequence[_Op], stored: list[tuple[str, str, bytes]] | None = None
+    ) -> list[_Given]:
         """Apply ``ops`` in order as one transaction, on disk (``synchronous=FULL``) on return.
 
         What each gave, in order: an accept its Titanic id, a lookup the
-        request's ``(status, frames)``, the others ``None``.  A request,
+        request's ``(status, frames)``, the others ``None``.  ``stored``,
+        if given, is extended with the requests the transaction stored
+        (``(titanic_id, service, body)``, in order; not a retry's, which
+        gives the id it was given before).  A request,
         its ``known`` row and the header's count are in the same
         transaction.  The result is what applying the ops one by one would
         give; consecutive ops of one kind go to SQLite as one
@@ -378,7 +383,10 @@ class _Store:
             db.execute("BEGIN IMMEDIATE")
             for kind, run in itertools.groupby(ops, type):
                 if kind is _Accept:
-                    counted += self._accept_run(cast(list[_Accept], list(run)), given)
+                    new = self._accept_run(cast(list[_Accept], list(run)), given)
+                    counted += len(new)
+                    if stored is not None:
+                        stored.extend(new)
                 elif kind is _Lookup:
                     self._lookup_run(cast(list[_Lookup], list(run)), given)
                 elif kind is _Finish:
@@ -420,8 +428,10 @@ class _Store:
             else:
                 given.append((row[0], _unpack(row[1])))
 
-    def _accept_run(self, run: Sequence[_Accept], given: list[_Given]) -> int:
-        """Store consecutive accepts (inside :meth:`write`); how many were new."""
+    def _accept_run(
+        self, run: Sequence[_Accept], given: list[_Given]
+    ) -> list[tuple[str, str, bytes]]:
+        """Store consecutive accepts (inside :meth:`write`); the new requests' rows."""
         db = self._db
         names = [op.asked for op in run if op.asked is not None]
         # One query for every client name in the run, not one each.
@@ -435,7 +445,8 @@ class _Store:
             if names
             else {}
         )
-        requests, asked = [], []
+        requests: list[tuple[str, str, bytes]] = []
+        asked: list[tuple[str, str]] = []
         for op in run:
             titanic_id = known.get(op.asked) if op.asked is not None else None
             if titanic_id is None:
@@ -448,7 +459,7 @@ class _Store:
         db.executemany("INSERT INTO requests (id, service, body) VALUES (?, ?, ?)", requests)
         if asked:
             db.executemany("INSERT INTO known (asked, id) VALUES (?, ?)", asked)
-        return len(requests)
+        return requests
 
     def pending(self, limit: int = -1) -> list[tuple[str, str, tuple[bytes, ...]]]:
         rows = self._db.execute(

@@ -1,0 +1,138 @@
+"""Titanic's dispatch queue: what of the disk's queue memory holds (pure, no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trizre.patterns._titanic_queue import Row, _DispatchQueue
+
+
+def rows(*ids: str) -> list[Row]:
+    return [(i, "echo", (i.encode(),)) for i in ids]
+
+
+def ids(taken: list[Row]) -> list[str]:
+    return [row[0] for row in taken]
+
+
+def started(capacity: int, on_disk: list[Row] | None = None) -> _DispatchQueue:
+    """A queue after its first read (at start) found ``on_disk``."""
+    queue = _DispatchQueue(capacity)
+    assert queue.need_read  # at start the disk may hold anything
+    limit = queue.read_begins()
+    found = (on_disk or [])[:limit]
+    queue.read_ends(found)
+    return queue
+
+
+def test_commits_are_handed_over_and_the_disk_is_read_once() -> None:
+    queue = started(4)
+    for n in range(10):
+        assert not queue.need_read
+        queue.stored(rows(f"a{n}", f"b{n}"))
+        assert ids(queue.take(5)) == [f"a{n}", f"b{n}"]
+        queue.finished(f"a{n}")
+        queue.finished(f"b{n}")
+    assert queue.reads == 1 and not queue.need_read
+
+
+def test_the_oldest_go_first_and_only_as_many_as_asked() -> None:
+    queue = started(4)
+    queue.stored(rows("a", "b", "c"))
+    assert ids(queue.take(2)) == ["a", "b"] and queue.in_flight == {"a", "b"}
+    assert len(queue) == 1 and ids(queue.take(0)) == []
+    assert ids(queue.take(2)) == ["c"]
+
+
+def test_more_than_fit_are_left_on_disk_and_read_back_oldest_first_once_memory_is_empty() -> None:
+    queue = started(2)
+    queue.stored(rows("a", "b"))
+    queue.stored(rows("c"))  # does not fit: memory no longer holds everything pending
+    assert not queue.need_read  # a and b first
+    assert ids(queue.take(1)) == ["a"]
+    queue.stored(rows("d"))  # memory incomplete: not handed over, even though it would fit
+    assert ids(queue.take(5)) == ["b"]
+    assert queue.need_read
+    limit = queue.read_begins()
+    # Room in memory, the two in flight (among the oldest pending), one to tell if more wait.
+    assert limit == 2 + 2 + 1
+    queue.read_ends(rows("a", "b", "c", "d"))  # the disk: oldest first, in flight too
+    assert ids(queue.take(5)) == ["c", "d"]
+    # The read was whole: commits are handed over again.
+    queue.stored(rows("e"))
+    assert ids(queue.take(5)) == ["e"] and queue.reads == 2
+
+
+def test_a_read_that_filled_its_limit_leaves_memory_incomplete() -> None:
+    queue = started(2, rows("a", "b", "c"))  # limit 3, all found: c (and more?) wait on disk
+    assert ids(queue.take(5)) == ["a", "b"]
+    queue.stored(rows("d"))  # not handed over: c is older
+    assert queue.need_read
+    queue.read_begins()
+    queue.read_ends(rows("a", "b", "c", "d"))
+    assert ids(queue.take(5)) == ["c", "d"]
+
+
+def test_a_commit_during_a_read_is_found_by_the_next_read() -> None:
+    queue = started(4)
+    queue.stored(rows("a", "b", "c", "d", "e"))  # too many: incomplete
+    assert ids(queue.take(5)) == []  # nothing: memory was not given them
+    limit = queue.read_begins()
+    assert not queue.need_read  # one read at a time
+    queue.stored(rows("f"))  # committed while the read runs: the read may not have seen it
+    queue.read_ends(rows("a", "b", "c", "d", "e")[:limit])
+    assert limit == 5 and ids(queue.take(9)) == ["a", "b", "c", "d"]
+    assert queue.need_read  # e was left out, and f came during the read
+    queue.read_begins()
+    queue.read_ends(rows("a", "b", "c", "d", "e", "f"))
+    assert ids(queue.take(9)) == ["e", "f"]
+    assert not queue.need_read
+
+
+def test_what_finished_or_closed_during_a_read_is_not_taken_again() -> None:
+    queue = started(4)
+    queue.stored(rows("a", "b"))
+    assert ids(queue.take(2)) == ["a", "b"]
+    queue.stored(rows(*"cdefg"))  # too many: incomplete, read once memory is empty
+    queue.read_begins()
+    queue.finished("a")  # answered after the read found it pending
+    queue.closed(["c"])  # forgotten after the read found it
+    queue.read_ends(rows(*"abcdefg"))
+    assert ids(queue.take(9)) == ["d", "e", "f", "g"]
+    assert queue.in_flight == {"b", "d", "e", "f", "g"}
+
+
+def test_a_closed_request_is_not_sent() -> None:
+    queue = started(4)
+    queue.stored(rows("a", "b", "c"))
+    queue.closed(["b", "unknown"])
+    assert ids(queue.take(9)) == ["a", "c"]
+
+
+def test_a_commit_during_a_whole_read_is_not_lost() -> None:
+    """The read found everything it was asked for and less, but not what came meanwhile."""
+    queue = _DispatchQueue(4)
+    queue.read_begins()
+    queue.stored(rows("a"))  # committed after the read took its rows
+    queue.read_ends([])
+    assert queue.need_read and ids(queue.take(9)) == []
+    queue.read_begins()
+    queue.read_ends(rows("a"))
+    assert ids(queue.take(9)) == ["a"] and not queue.need_read
+
+
+def test_a_queue_needs_room() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        _DispatchQueue(0)
+
+
+def test_rows_that_do_not_fit_keep_memory_incomplete_even_when_the_read_was_short() -> None:
+    """One in flight was answered on disk before the read: the margin it left is not room."""
+    queue = started(2)
+    queue.stored(rows("a"))
+    assert ids(queue.take(1)) == ["a"]
+    queue.stored(rows(*"bcd"))  # too many: incomplete
+    queue.read_begins()  # 2 + 1 in flight + 1
+    queue.read_ends(rows(*"bcd"))  # a, answered already, is not among them
+    assert ids(queue.take(9)) == ["b", "c"]
+    assert queue.need_read  # d did not fit

@@ -11,19 +11,31 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 import trio
+import trio.testing
 
 import trizre
 from tests.support.nodes import FAST, free_udp_port
 from trizre import patterns
 from trizre.patterns import IncomingRequest, RetryPolicy
-from trizre.patterns._titanic import _Store, _wal_promise, wire_id
+from trizre.patterns._titanic import (
+    UNKNOWN,
+    _Changes,
+    _Close,
+    _Finish,
+    _pack,
+    _Store,
+    _wal_promise,
+    wire_id,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = RetryPolicy(0.5, 2)
@@ -611,6 +623,70 @@ async def test_requests_stored_while_memory_holds_every_pending_one_are_not_read
     assert len(ran) == 40 and set(ran.values()) == {1}
     assert t.accepted == t.completed == 40
     assert t._queue.reads == 1
+
+
+async def test_a_recent_answer_is_given_without_the_disk_and_a_close_before_a_lookup_is_seen(
+    tmp_path: Path,
+) -> None:
+    """titanic.reply answers from memory what it holds, and what the disk would say.
+
+    A close queued before a lookup, still being committed: the lookup
+    waits for the disk, which says unknown (held answers not dropped at
+    the close: 200 at once, though the client had closed it).
+    """
+    port = free_udp_port()
+    ran: Counter[bytes] = Counter()
+    hold = threading.Event()
+
+    def on_statement(sql: str) -> None:  # in the store's thread
+        if sql.lstrip().upper().startswith("DELETE FROM REQUESTS"):
+            hold.wait(30)
+
+    def incoming(service: str, titanic_id: str) -> IncomingRequest:
+        return IncomingRequest(
+            peer=UUID(int=1), name="cli", request_id=1, service=service,
+            body=(titanic_id.encode(),),
+        )  # fmt: skip
+
+    outcome: dict[str, Any] = {}
+
+    async def look(titanic: patterns.Titanic, titanic_id: str) -> None:
+        try:
+            outcome["frames"] = await titanic._reply(incoming("titanic.reply", titanic_id))
+        except patterns.ReplyWith as exc:
+            outcome["status"] = exc.status
+
+    with trio.fail_after(30):
+        async with (
+            trizre.open_node("titanic", beacon_port=port, **FAST) as tnode,
+            patterns.open_titanic(tnode, tmp_path / "t.db", policy=QUICK) as titanic,
+            trizre.open_node("worker", beacon_port=port, **FAST) as wnode,
+            patterns.open_server(wnode, counting(ran), service="echo"),
+            trizre.open_node("cli", beacon_port=port, **FAST) as cli,
+            patterns.open_titanic_client(cli) as client,
+        ):
+            ids = [await client.submit("echo", b"%d" % i) for i in range(5)]
+            for i, titanic_id in enumerate(ids):
+                assert await client.result(titanic_id) == (b"done %d" % i,)
+            batches = titanic._writes.commits
+            for i, titanic_id in enumerate(ids):
+                assert await client.reply(titanic_id) == (b"done %d" % i,)
+            assert titanic._writes.commits == batches  # none of them went to the disk
+            titanic._store._db.set_trace_callback(on_statement)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(titanic._close, incoming("titanic.close", ids[0]))
+                await trio.testing.wait_all_tasks_blocked()  # the close is being committed
+                nursery.start_soon(look, titanic, ids[0])
+                await trio.testing.wait_all_tasks_blocked()
+                assert not outcome  # the lookup waits for the disk
+                hold.set()
+            assert outcome == {"status": UNKNOWN}
+            assert await client.reply(ids[1]) == (b"done 1",)
+            # A batch that answers a request and closes it (its closer gone, say): not held.
+            changes = _Changes()
+            changes.answered.append((ids[2], 200, _pack([b"late"])))
+            titanic._committed([_Finish(ids[2], 200, _pack([b"late"])), _Close(ids[2])], changes)
+            assert titanic._answers.get(ids[2]) is None
 
 
 async def test_a_request_still_running_for_a_client_that_died_reaches_its_successor() -> None:

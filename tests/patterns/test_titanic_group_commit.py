@@ -21,6 +21,7 @@ from trizre.patterns._titanic import (
     PENDING,
     UNKNOWN,
     _Accept,
+    _Changes,
     _Close,
     _Finish,
     _GroupCommit,
@@ -134,9 +135,11 @@ async def test_writes_queued_behind_a_commit_go_in_one_batch_each_after_its_comm
     disk = Disk()
     seen: list[list[int]] = []
     commits = CommitCounter(store)
-    # Called with each batch's ops and the requests it stored (all new here).
+    # Called with each batch's ops and what it changed (requests stored, all new here).
     writes = _GroupCommit(
-        store, disk, lambda ops, stored: seen.append([len(ops), len({row[0] for row in stored})])
+        store,
+        disk,
+        lambda ops, changes: seen.append([len(ops), len({row[0] for row in changes.stored})]),
     )
     given: dict[int, str | None] = {}
 
@@ -299,7 +302,7 @@ def test_a_mixed_batch_is_what_its_writes_one_by_one_would_give(tmp_path: Path) 
     old = store.accept("echo", [b"old"], "c/1")
     done = store.accept("echo", [b"done"], "c/2")
     trace = CommitCounter(store)
-    stored: list[tuple[str, str, bytes]] = []
+    changes = _Changes()
     given = store.write(
         [
             _Accept("echo", _pack([b"a"]), "c/3"),
@@ -312,14 +315,15 @@ def test_a_mixed_batch_is_what_its_writes_one_by_one_would_give(tmp_path: Path) 
             _Accept("echo", _pack([b"old"]), "c/1"),  # closed, asked again: a new request
             _Close("f" * 32),  # unknown: nothing
         ],
-        stored,
+        changes,
     )
     assert trace.count == 1
     new_a, again_a, b, old_again, *nothing, new_old, unknown = given
     assert new_a == again_a and old_again == old and new_old not in (old, new_a, b)
     assert nothing == [None, None, None] and unknown is None
-    # What it stored, for the dispatcher: new requests only, not the retries.
-    assert stored == [
+    # What it changed, for memory: new requests only, not the retries; first answers only.
+    assert changes.answered == [(done, 200, _pack([b"first"]))]
+    assert changes.stored == [
         (new_a, "echo", _pack([b"a"])),
         (b, "echo", _pack([b"b"])),
         (new_old, "echo", _pack([b"old"])),

@@ -59,12 +59,13 @@ from ._server import (
 )
 from ._service_client import ServiceClient, open_service_client
 from ._titanic_commit import _GroupCommit
-from ._titanic_queue import _DispatchQueue
+from ._titanic_memory import _Answers, _DispatchQueue
 from ._titanic_store import (
     PENDING,
     UNKNOWN,
     TitanicStoreDamaged,
     _Accept,
+    _Changes,
     _Close,
     _Finish,
     _Lookup,
@@ -95,6 +96,10 @@ _HEX = frozenset(b"0123456789abcdef")
 # Pending requests the dispatcher holds in memory, per dispatch slot: more
 # arriving at once than that are read back from the disk later.
 _READY_PER_SLOT = 4
+# The latest answers held in memory for titanic.reply: at most this many,
+# and this many bytes of reply frames (a client usually asks soon after).
+_ANSWERS_HELD = 10_000
+_ANSWER_BYTES_HELD = 16 * 2**20
 
 
 class TitanicUnknown(PatternError):
@@ -126,6 +131,8 @@ class Titanic:
         self._max_dispatch = max_dispatch
         # What is pending, as far as memory knows: the disk is read only when it may know more.
         self._queue = _DispatchQueue(_READY_PER_SLOT * max_dispatch)
+        # The latest answers, for titanic.reply without the disk.
+        self._answers = _Answers(_ANSWERS_HELD, _ANSWER_BYTES_HELD)
         # Set when a request arrives or a dispatch slot frees: look at the disk again.
         self._more = trio.Event()
         # Announcing the counters to watchers: titanic.request's server, once it runs.
@@ -148,16 +155,24 @@ class Titanic:
         """Run a store call in a thread, one at a time (SQLite blocks)."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._disk)
 
-    def _committed(self, ops: Sequence[_Op], stored: Sequence[tuple[str, str, bytes]]) -> None:
-        """A batch is on disk: its new requests are counted and handed to the dispatcher
-        (even if their callers left), its closed ones taken from it."""
-        if stored:
+    def _committed(self, ops: Sequence[_Op], changes: _Changes) -> None:
+        """A batch is on disk: memory follows (even if the batch's callers left).
+
+        Its new requests are counted and handed to the dispatcher, its
+        answers kept for ``titanic.reply``, its closed requests dropped
+        from both.
+        """
+        if changes.stored:
+            stored = changes.stored
             self.accepted += len(stored)
             self._queue.stored([(i, service, _unpack(body)) for i, service, body in stored])
             self._more.set()  # never waits for the dispatcher: no worker is no reason to refuse
+        for titanic_id, status, reply in changes.answered:
+            self._answers.add(titanic_id, status, reply)
         closed = [op.titanic_id for op in ops if type(op) is _Close]
         if closed:
             self._queue.closed(closed)
+            self._answers.forget(closed)
 
     # -------------------------------------------------------------- services
 
@@ -176,15 +191,26 @@ class Titanic:
         return [cast(str, titanic_id).encode()]
 
     async def _reply(self, request: IncomingRequest) -> list[bytes]:
-        # Through the writer's queue: lookups arriving together are one query, one thread hop.
-        state = await self._writes.write(_Lookup(_id(request)))
-        status, frames = cast(tuple[int, tuple[bytes, ...]], state)
+        titanic_id = _id(request)
+        held = self._answers.get(titanic_id)  # a recent answer: no trip to the disk
+        if held is not None:
+            status, frames = held[0], _unpack(held[1])
+        else:
+            # Through the writer's queue: lookups arriving together are one query, one thread hop.
+            state = await self._writes.write(_Lookup(titanic_id))
+            status, frames = cast(tuple[int, tuple[bytes, ...]], state)
         if status != proto.Status.OK:
             raise ReplyWith(status, *frames)
         return list(frames)
 
     async def _close(self, request: IncomingRequest) -> list[bytes]:
-        await self._writes.write(_Close(_id(request)))
+        titanic_id = _id(request)
+        # A lookup that comes after this close sees the disk's answer: the close's.
+        self._answers.closing(titanic_id)
+        try:
+            await self._writes.write(_Close(titanic_id))
+        finally:
+            self._answers.close_done(titanic_id)
         return []
 
     # ------------------------------------------------------------ dispatcher

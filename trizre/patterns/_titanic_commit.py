@@ -16,9 +16,7 @@ from typing import final
 import trio
 
 from .._concurrency import Wakeup
-from ._titanic_store import _Given, _Op, _Store
-
-_Stored = tuple[str, str, bytes]  # a request a batch stored: Titanic id, service, body (packed)
+from ._titanic_store import _Changes, _Given, _Op, _Store
 
 _MAX_BATCH = 256  # writes in one transaction, at most: bounds a commit's time and memory
 _QUEUED, _TAKEN, _ABANDONED = "queued", "taken", "abandoned"
@@ -55,9 +53,9 @@ class _GroupCommit:
     :meth:`_Store.write` through ``on_disk``; an op that finds it idle
     is taken at once (no added wait), and those arriving meanwhile form
     the next batch.  Each :meth:`write` returns only after its own batch
-    committed.  ``committed`` is called with a batch's ops and the
-    requests it stored (``(titanic_id, service, body)``, retries not
-    among them) once they are on disk, before any caller is woken.  Lookups take the same
+    committed.  ``committed`` is called with a batch's ops and what it
+    changed (:class:`_Changes`) once they are on disk, before any caller
+    is woken.  Lookups take the same
     queue: those arriving together are one query and one thread hop,
     and see every write queued before them.  The queue holds at most
     one op per waiting caller.
@@ -67,7 +65,7 @@ class _GroupCommit:
         self,
         store: _Store,
         on_disk: Callable[[Callable[[], list[_Given]]], Awaitable[list[_Given]]],
-        committed: Callable[[Sequence[_Op], Sequence[_Stored]], None] = lambda ops, stored: None,
+        committed: Callable[[Sequence[_Op], _Changes], None] = lambda ops, changes: None,
         max_batch: int = _MAX_BATCH,
     ) -> None:
         if max_batch < 1:
@@ -127,9 +125,9 @@ class _GroupCommit:
                 if not batch:
                     continue
                 ops = [queued.op for queued in batch]
-                stored: list[_Stored] = []
+                changes = _Changes()
                 try:
-                    given = await self._on_disk(functools.partial(self._store.write, ops, stored))
+                    given = await self._on_disk(functools.partial(self._store.write, ops, changes))
                 except Exception as exc:
                     for queued in batch:
                         queued.error = exc
@@ -138,7 +136,7 @@ class _GroupCommit:
                     continue
                 self._batch = []
                 self.commits += 1
-                self._committed(ops, stored)
+                self._committed(ops, changes)
                 for queued, result in zip(batch, given, strict=True):
                     queued.result = result
                     queued.done.set()

@@ -268,6 +268,26 @@ class _Lookup(NamedTuple):
 
 
 _Op = _Accept | _Finish | _Close | _Lookup
+
+
+@final
+class _Changes:
+    """What a transaction changed, for the memory that mirrors the store.
+
+    :meth:`_Store.write` fills it: ``stored`` the new requests
+    ``(titanic_id, service, body)`` (not a retry's, which gives the id
+    it was given before), ``answered`` the first answers
+    ``(titanic_id, status, reply)`` (bodies and replies packed), each in
+    the order of the ops.
+    """
+
+    __slots__ = ("answered", "stored")
+
+    def __init__(self) -> None:
+        self.stored: list[tuple[str, str, bytes]] = []
+        self.answered: list[tuple[str, int, bytes]] = []
+
+
 _Given = str | tuple[int, tuple[bytes, ...]] | None  # what an op gives: id, state, nothing
 
 
@@ -356,16 +376,13 @@ class _Store:
         (titanic_id,) = self.write([_Accept(service, _pack(frames), asked)])
         return cast(str, titanic_id)
 
-    def write(
-        self, ops: Sequence[_Op], stored: list[tuple[str, str, bytes]] | None = None
-    ) -> list[_Given]:
+    def write(self, ops: Sequence[_Op], changes: _Changes | None = None) -> list[_Given]:
         """Apply ``ops`` in order as one transaction, on disk (``synchronous=FULL``) on return.
 
         What each gave, in order: an accept its Titanic id, a lookup the
-        request's ``(status, frames)``, the others ``None``.  ``stored``,
-        if given, is extended with the requests the transaction stored
-        (``(titanic_id, service, body)``, in order; not a retry's, which
-        gives the id it was given before).  A request,
+        request's ``(status, frames)``, the others ``None``.  ``changes``,
+        if given, is told what the transaction stored and answered, for
+        the memory that mirrors the store.  A request,
         its ``known`` row and the header's count are in the same
         transaction.  The result is what applying the ops one by one would
         give; consecutive ops of one kind go to SQLite as one
@@ -385,19 +402,12 @@ class _Store:
                 if kind is _Accept:
                     new = self._accept_run(cast(list[_Accept], list(run)), given)
                     counted += len(new)
-                    if stored is not None:
-                        stored.extend(new)
+                    if changes is not None:
+                        changes.stored.extend(new)
                 elif kind is _Lookup:
                     self._lookup_run(cast(list[_Lookup], list(run)), given)
                 elif kind is _Finish:
-                    finishes = [
-                        (op.status, op.reply, op.titanic_id) for op in cast(Iterable[_Finish], run)
-                    ]
-                    db.executemany(
-                        "UPDATE requests SET status = ?, reply = ? WHERE id = ? AND status IS NULL",
-                        finishes,
-                    )
-                    given.extend([None] * len(finishes))
+                    self._finish_run(cast(list[_Finish], list(run)), given, changes)
                 else:
                     ids = [(op.titanic_id,) for op in cast(Iterable[_Close], run)]
                     gone = db.executemany("DELETE FROM requests WHERE id = ?", ids).rowcount
@@ -408,6 +418,31 @@ class _Store:
             if counted:
                 db.execute("UPDATE header SET requests = requests + ?", (counted,))
         return given
+
+    def _finish_run(
+        self, run: Sequence[_Finish], given: list[_Given], changes: _Changes | None
+    ) -> None:
+        """Store consecutive answers (inside :meth:`write`); a request's first is kept."""
+        db = self._db
+        if changes is not None:
+            # Which of them are first answers: those whose request waits for one.
+            waiting = {
+                row[0]
+                for row in db.execute(
+                    "SELECT id FROM requests WHERE status IS NULL"
+                    " AND id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([op.titanic_id for op in run]),),
+                )
+            }
+            for op in run:
+                if op.titanic_id in waiting:
+                    waiting.discard(op.titanic_id)  # a second answer in the run is not kept
+                    changes.answered.append((op.titanic_id, op.status, op.reply))
+        db.executemany(
+            "UPDATE requests SET status = ?, reply = ? WHERE id = ? AND status IS NULL",
+            [(op.status, op.reply, op.titanic_id) for op in run],
+        )
+        given.extend([None] * len(run))
 
     def _lookup_run(self, run: Sequence[_Lookup], given: list[_Given]) -> None:
         """Read consecutive lookups' requests in one query (inside :meth:`write`)."""

@@ -1,10 +1,10 @@
-"""Titanic's dispatch queue: what of the disk's queue memory holds (pure, no I/O)."""
+"""What Titanic holds in memory of its store: the dispatch queue, the latest answers (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from trizre.patterns._titanic_queue import Row, _DispatchQueue
+from trizre.patterns._titanic_memory import Row, _Answers, _DispatchQueue
 
 
 def rows(*ids: str) -> list[Row]:
@@ -136,3 +136,46 @@ def test_rows_that_do_not_fit_keep_memory_incomplete_even_when_the_read_was_shor
     queue.read_ends(rows(*"bcd"))  # a, answered already, is not among them
     assert ids(queue.take(9)) == ["b", "c"]
     assert queue.need_read  # d did not fit
+
+
+# The latest answers.
+
+
+def test_answers_are_held_until_the_count_or_the_bytes_are_exceeded_oldest_first() -> None:
+    answers = _Answers(max_count=3, max_bytes=10)
+    answers.add("a", 200, b"1234")
+    answers.add("b", 500, b"")
+    answers.add("c", 200, b"12")
+    assert answers.get("a") == (200, b"1234") and answers.get("b") == (500, b"")
+    answers.add("d", 200, b"1")  # a fourth: a goes
+    assert answers.get("a") is None and len(answers) == 3 and answers.bytes == 3
+    answers.add("e", 200, b"123456789")  # 12 bytes: b and c go, 10 left
+    assert [answers.get(i) is not None for i in "bcde"] == [False, False, True, True]
+    assert answers.bytes == 10
+    answers.add("f", 200, b"x" * 11)  # larger than all it may hold: not held, nothing dropped
+    assert answers.get("f") is None and len(answers) == 2
+
+
+def test_an_answer_is_not_held_once_its_close_is_queued() -> None:
+    answers = _Answers(max_count=9, max_bytes=99)
+    answers.add("a", 200, b"r")
+    answers.closing("a")  # queued: the disk answers from now on
+    assert answers.get("a") is None
+    answers.add("a", 200, b"r")  # committed before the close: not taken in
+    assert answers.get("a") is None
+    answers.closing("a")  # a second close of it, under way with the first
+    answers.close_done("a")
+    answers.add("a", 200, b"r")
+    assert answers.get("a") is None
+    answers.close_done("a")  # both over (failed, say): answers are taken in again
+    answers.add("a", 200, b"r")
+    assert answers.get("a") == (200, b"r")
+    answers.forget(["a", "unknown"])  # a close committed
+    assert answers.get("a") is None and answers.bytes == 0
+
+
+def test_answers_need_room() -> None:
+    with pytest.raises(ValueError, match="max_count"):
+        _Answers(max_count=0, max_bytes=1)
+    with pytest.raises(ValueError, match="max_bytes"):
+        _Answers(max_count=1, max_bytes=-1)

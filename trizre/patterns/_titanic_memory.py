@@ -1,15 +1,21 @@
-"""Which stored requests Titanic's dispatcher sends next (pure: no I/O, no clock).
+"""What Titanic holds in memory of its store (pure: no I/O, no clock).
 
-The disk is the queue: every request acknowledged is on it, and a restart
-finds them there.  :class:`_DispatchQueue` is what of that queue the
-dispatcher holds in memory, so that it reads the disk only when memory
-may not hold everything pending: at start, and after more arrived than
-fit.  Requests committed while memory holds everything pending are handed
-over by the commit itself, in commit order (the disk's order).
+The disk is the truth: every request acknowledged is on it, and a
+restart finds it there.  Memory mirrors two parts of it, so that the
+disk is asked less often:
+
+* :class:`_DispatchQueue`, the pending requests the dispatcher sends
+  next.  It reads the disk only when memory may not hold everything
+  pending: at start, and after more arrived than fit.  Requests
+  committed while memory holds everything pending are handed over by
+  the commit itself, in commit order (the disk's order).
+* :class:`_Answers`, the latest answers: a ``titanic.reply`` for one of
+  them is answered without a trip to the disk.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import final
 
@@ -39,7 +45,7 @@ class _DispatchQueue:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self._capacity = capacity
-        self._ready: dict[str, tuple[str, tuple[bytes, ...]]] = {}  # insertion order: oldest first
+        self._ready: OrderedDict[str, tuple[str, tuple[bytes, ...]]] = OrderedDict()  # oldest first
         self.in_flight: set[str] = set()
         self._complete = False  # at start the disk may hold anything
         self._reading = False
@@ -108,8 +114,7 @@ class _DispatchQueue:
         """Up to ``n`` of the oldest requests in memory, now in flight."""
         taken: list[Row] = []
         while self._ready and len(taken) < n:
-            titanic_id = next(iter(self._ready))
-            service, frames = self._ready.pop(titanic_id)
+            titanic_id, (service, frames) = self._ready.popitem(last=False)
             self.in_flight.add(titanic_id)
             taken.append((titanic_id, service, frames))
         return taken
@@ -119,3 +124,69 @@ class _DispatchQueue:
         self.in_flight.discard(titanic_id)
         if self._reading:
             self._gone_while_reading.add(titanic_id)
+
+
+@final
+class _Answers:
+    """The latest answers, oldest dropped first beyond ``max_count`` or ``max_bytes`` of replies.
+
+    :meth:`add` is told each first answer once it is committed;
+    :meth:`get` gives ``(status, reply)`` (the reply's frames packed) for
+    one it holds, ``None`` for the rest: ask the disk.  What it gives is
+    what the disk would: a close takes its request out as soon as it is
+    queued (:meth:`closing`), and an answer is not taken in while a close
+    of its request is under way (until :meth:`close_done`) nor once the
+    close committed (:meth:`forget`).  Bad input: ``max_count < 1`` or
+    ``max_bytes < 0`` raises ``ValueError``.
+    """
+
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        if max_count < 1 or max_bytes < 0:
+            raise ValueError(
+                f"need max_count >= 1 and max_bytes >= 0, got {max_count}, {max_bytes}"
+            )
+        self._max_count = max_count
+        self._max_bytes = max_bytes
+        self._held: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # oldest first
+        self.bytes = 0  # reply bytes held
+        self._closing: dict[str, int] = {}  # closes under way, by request
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def get(self, titanic_id: str) -> tuple[int, bytes] | None:
+        """The request's answer, if held: ``(status, reply)``."""
+        return self._held.get(titanic_id)
+
+    def add(self, titanic_id: str, status: int, reply: bytes) -> None:
+        """A request's first answer is committed (too large to hold: not held)."""
+        if titanic_id in self._closing or len(reply) > self._max_bytes:
+            return
+        self._held[titanic_id] = (status, reply)
+        self.bytes += len(reply)
+        while len(self._held) > self._max_count or self.bytes > self._max_bytes:
+            _, (_, dropped) = self._held.popitem(last=False)
+            self.bytes -= len(dropped)
+
+    def forget(self, titanic_ids: Iterable[str]) -> None:
+        """Requests a commit closed."""
+        for titanic_id in titanic_ids:
+            self._drop(titanic_id)
+
+    def closing(self, titanic_id: str) -> None:
+        """A close of the request is queued: from now on the disk answers for it."""
+        self._drop(titanic_id)
+        self._closing[titanic_id] = self._closing.get(titanic_id, 0) + 1
+
+    def close_done(self, titanic_id: str) -> None:
+        """That close is over: committed (then also :meth:`forget`), failed or abandoned."""
+        left = self._closing[titanic_id] - 1
+        if left:
+            self._closing[titanic_id] = left
+        else:
+            del self._closing[titanic_id]
+
+    def _drop(self, titanic_id: str) -> None:
+        held = self._held.pop(titanic_id, None)
+        if held is not None:
+            self.bytes -= len(held[1])

@@ -596,8 +596,8 @@ async def test_requests_stored_while_memory_holds_every_pending_one_are_not_read
 ) -> None:
     """Each commit hands its requests to the dispatcher: the disk is read once, at start.
 
-    Before (the dispatcher read the oldest pending rows from the disk
-    whenever a request arrived or a slot freed) 40 requests took 40 reads or more.
+    Before, the dispatcher read the oldest pending rows from the disk
+    whenever a request arrived or a slot freed.
     """
     port = free_udp_port()
     ran: Counter[bytes] = Counter()

@@ -133,7 +133,7 @@ class Titanic:
         self._queue = _DispatchQueue(_READY_PER_SLOT * max_dispatch)
         # The latest answers, for titanic.reply without the disk.
         self._answers = _Answers(_ANSWERS_HELD, _ANSWER_BYTES_HELD)
-        # Set when a request arrives or a dispatch slot frees: look at the disk again.
+        # Set when a request arrives or a dispatch slot frees: the dispatcher looks again.
         self._more = trio.Event()
         # Announcing the counters to watchers: titanic.request's server, once it runs.
         self._announcer: Server | None = None

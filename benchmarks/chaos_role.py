@@ -193,8 +193,8 @@ def arm_kill_after_accept(titanic: patterns.Titanic) -> None:
         nonlocal armed
         armed = True
 
-    def write_then_die(ops: Sequence[Any]) -> list[str | None]:
-        given = write(ops)
+    def write_then_die(ops: Sequence[Any], changes: Any = None) -> list[str | None]:
+        given = write(ops, changes)
         if armed and any(isinstance(op, _Accept) for op in ops):
             os.kill(os.getpid(), signal.SIGKILL)
         return given

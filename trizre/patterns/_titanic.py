@@ -293,7 +293,11 @@ async def open_titanic(
     ``titanic.close``; requests already stored in ``path`` (a restart) are
     dispatched at once.  Up to ``max_dispatch`` requests are sent to
     workers at a time, each through a service client with ``policy``, and
-    retried (backing off to every 30 s) until a worker answers.
+    retried (backing off to every 30 s) until a worker answers.  Memory
+    holds at most ``4 * max_dispatch`` pending requests (the rest wait on
+    disk) and the latest 10,000 answers, 16 MiB of reply frames at most
+    (older ones are read from disk): ``docs/patterns.md``, "What Titanic
+    holds in memory".
 
     A missing ``path`` is a new, empty store (created whole: written
     aside, then renamed).  An existing one is verified before anything is

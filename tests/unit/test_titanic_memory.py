@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trizre.patterns._titanic_memory import Row, _Answers, _DispatchQueue
 
@@ -179,3 +181,88 @@ def test_answers_need_room() -> None:
         _Answers(max_count=0, max_bytes=1)
     with pytest.raises(ValueError, match="max_bytes"):
         _Answers(max_count=1, max_bytes=-1)
+
+
+# The dispatch queue against a model of the disk, in any order the run allows.
+
+
+class Disk:
+    """The store as the queue sees it: pending requests in commit order."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.made = 0
+
+    def store(self, n: int) -> list[Row]:
+        new = [f"r{self.made + i}" for i in range(n)]
+        self.made += n
+        self.pending += new
+        return rows(*new)
+
+    def read(self, limit: int) -> list[Row]:
+        return rows(*self.pending[:limit])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    capacity=st.integers(1, 6),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["store", "take", "finish", "close", "read", "snapshot"]),
+            st.integers(0, 9),
+        ),
+        max_size=60,
+    ),
+)
+def test_every_request_stored_is_sent_once_whatever_the_order(
+    capacity: int, steps: list[tuple[str, int]]
+) -> None:
+    """Commits, answers and closes land between a read's start, its look at the
+    disk and its end, as they can in Titanic (each commit's callback runs
+    before a read that began after it ends).  Memory never holds more than
+    ``capacity``; once the disk is drained, every request stored and not
+    closed was sent, none twice."""
+    queue, disk = _DispatchQueue(capacity), Disk()
+    sent: list[str] = []
+    closed: set[str] = set()
+    read: list[Row] | None = None  # a read's look at the disk, while it runs
+    reading = False
+
+    def finish(titanic_id: str) -> None:
+        disk.pending.remove(titanic_id)  # its answer committed
+        queue.finished(titanic_id)
+
+    for kind, n in steps:
+        if kind == "store":
+            queue.stored(disk.store(n % 4 + 1))
+        elif kind == "take" and not reading:
+            if queue.need_read:
+                reading, limit = True, queue.read_begins()
+            else:
+                sent += ids(queue.take(n))
+        elif kind == "snapshot" and reading and read is None:
+            read = disk.read(limit)
+        elif kind == "read" and reading and read is not None:
+            queue.read_ends(read)
+            reading, read = False, None
+        elif kind == "finish" and queue.in_flight:
+            finish(sorted(queue.in_flight)[n % len(queue.in_flight)])
+        elif kind == "close" and disk.pending:
+            titanic_id = disk.pending[n % len(disk.pending)]
+            if titanic_id not in queue.in_flight:  # a close of one in flight: it finishes
+                disk.pending.remove(titanic_id)
+                closed.add(titanic_id)
+                queue.closed([titanic_id])
+        assert len(queue) <= capacity
+    if reading:
+        queue.read_ends(read if read is not None else disk.read(limit))
+    for _ in range(disk.made + 2):  # drain: each round sends or reads
+        for titanic_id in list(queue.in_flight):
+            finish(titanic_id)
+        if queue.need_read:
+            queue.read_ends(disk.read(queue.read_begins()))
+        sent += ids(queue.take(capacity))
+        assert len(queue) <= capacity
+    assert not disk.pending and not queue.in_flight
+    assert len(sent) == len(set(sent)), "a request sent twice"
+    assert set(sent) == {f"r{i}" for i in range(disk.made)} - closed

@@ -104,6 +104,21 @@ def test_what_finished_or_closed_during_a_read_is_not_taken_again() -> None:
     assert queue.in_flight == {"b", "d", "e", "f", "g"}
 
 
+def test_a_full_read_leaves_memory_incomplete_though_a_close_during_it_made_room() -> None:
+    """Found by the model test below: the read's rows all fitted only because one went."""
+    queue = _DispatchQueue(1)
+    queue.stored(rows("a", "b", "c"))  # at start: incomplete
+    limit = queue.read_begins()
+    assert limit == 2
+    found = rows("a", "b")  # the oldest 2; c is on disk beyond them
+    queue.closed(["a"])  # committed while the read ran
+    queue.read_ends(found)
+    assert ids(queue.take(1)) == ["b"]
+    assert queue.need_read  # c: read it
+    queue.read_ends(rows("c")[: queue.read_begins()])
+    assert ids(queue.take(1)) == ["c"]
+
+
 def test_a_closed_request_is_not_sent() -> None:
     queue = started(4)
     queue.stored(rows("a", "b", "c"))

@@ -35,8 +35,9 @@ class _DispatchQueue:
     Memory is *complete* when it holds every pending request not in
     flight.  Only then are commits handed over; a commit that brings
     more than fit, or arrives while a read is under way (which may or may
-    not have seen it), makes memory incomplete, and the next read (once
-    memory is empty) finds them on the disk.  So nothing stored is missed,
+    not have seen it), makes memory incomplete, as does a read that
+    returned as many rows as it asked for; the next read (once memory is
+    empty) finds the rest on the disk.  So nothing stored is missed,
     and memory holds at most ``capacity`` requests.  Bad input:
     ``capacity < 1`` raises ``ValueError``.
     """
@@ -52,6 +53,7 @@ class _DispatchQueue:
         self._missed = False  # a commit came while the read was under way
         # Finished or closed while the read was under way: the read may have found them pending.
         self._gone_while_reading: set[str] = set()
+        self._limit = 0  # how many rows the read under way asked for
         self.reads = 0  # disk reads begun (for tests and monitoring)
 
     def __len__(self) -> int:
@@ -73,7 +75,8 @@ class _DispatchQueue:
         self._missed = False
         self._gone_while_reading.clear()
         self.reads += 1
-        return self._capacity + len(self.in_flight) + 1
+        self._limit = self._capacity + len(self.in_flight) + 1
+        return self._limit
 
     def read_ends(self, rows: Sequence[Row]) -> None:
         """The read gave ``rows``, the oldest pending first; memory takes what fits."""
@@ -88,9 +91,11 @@ class _DispatchQueue:
                 self._ready[titanic_id] = (service, frames)
             else:
                 left_out = True
-        # The read asked for one more than fits: if all fitted, the disk had
-        # no more, unless a commit came meanwhile (the read may have missed it).
-        self._complete = not left_out and not self._missed
+        # Fewer rows than asked for: the disk had no more.  Everything it had
+        # is now in flight or in memory, unless some did not fit or a commit
+        # came meanwhile (the read may have missed it).  A full read may
+        # leave more on disk even when all fitted: some went while it ran.
+        self._complete = len(rows) < self._limit and not left_out and not self._missed
 
     def stored(self, rows: Iterable[Row]) -> None:
         """Requests a commit just stored (new ones only), in the commit's order."""

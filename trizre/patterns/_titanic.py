@@ -123,7 +123,6 @@ class Titanic:
         self.node = node
         self.accepted = 0
         self.completed = 0
-        self.in_flight = 0
         self._store = store
         self._client = client
         self._disk = trio.CapacityLimiter(1)  # one SQLite call at a time
@@ -138,6 +137,11 @@ class Titanic:
         # Announcing the counters to watchers: titanic.request's server, once it runs.
         self._announcer: Server | None = None
         self._pending_at_start = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being sent to workers now."""
+        return len(self._queue.in_flight)
 
     def _stats(self) -> dict[str, Any]:
         """Titanic's part of its titanic.request server's announced stats."""
@@ -238,7 +242,6 @@ class Titanic:
 
     async def _deliver(self, titanic_id: str, service: str, frames: tuple[bytes, ...]) -> None:
         """Send one stored request until a worker answers; store the answer."""
-        self.in_flight += 1
         backoff = 0.5
         try:
             while True:
@@ -265,7 +268,6 @@ class Titanic:
             if self._announcer is not None:
                 self._announcer.stats_changed()
         finally:
-            self.in_flight -= 1
             self._queue.finished(titanic_id)
             self._more.set()
 

@@ -73,7 +73,6 @@ class _DispatchQueue:
         """
         self._reading = True
         self._missed = False
-        self._gone_while_reading.clear()
         self.reads += 1
         self._limit = self._capacity + len(self.in_flight) + 1
         return self._limit
@@ -82,7 +81,7 @@ class _DispatchQueue:
         """The read gave ``rows``, the oldest pending first; memory takes what fits."""
         self._reading = False
         skip = self.in_flight | self._gone_while_reading
-        self._gone_while_reading = set()
+        self._gone_while_reading.clear()  # only ever filled while a read runs
         left_out = False
         for titanic_id, service, frames in rows:
             if titanic_id in skip:
@@ -97,9 +96,8 @@ class _DispatchQueue:
         # leave more on disk even when all fitted: some went while it ran.
         self._complete = len(rows) < self._limit and not left_out and not self._missed
 
-    def stored(self, rows: Iterable[Row]) -> None:
+    def stored(self, rows: Sequence[Row]) -> None:
         """Requests a commit just stored (new ones only), in the commit's order."""
-        rows = list(rows)
         if self._reading:
             self._missed = True
         elif self._complete and len(self._ready) + len(rows) <= self._capacity:

@@ -15,9 +15,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall whenever the project's metadata changes.
-$(BASE_STAMP): pyproject.toml | $(BIN)/python
+$(BASE_STAMP): pyproject.toml trizre/transport/_zread.pyx scripts/build_ext.py | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
+	@# The compiled inbox read (docs/benchmarks.md): optional, so neither a
+	@# missing compiler nor a registry out of reach stops the install; without
+	@# it trizre reads in pure Python, slower. The test run checks it is built.
+	-$(BIN)/python -m pip install --quiet 'cython>=3.0,<4' 'setuptools>=68'
+	$(BIN)/python scripts/build_ext.py --optional
 	touch $(BASE_STAMP)
 
 # Everything the tests need; it holds the docs extra, so the docs stamp too.
@@ -37,16 +42,17 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict trizre
 	$(BIN)/lint-imports
 
-# The suite as users get it (nodes of one process linked in memory), then
-# the node and pattern tests again with every link over TCP, as between
-# processes: both paths stay covered.
+# The suite as users get it (nodes of one process linked in memory, the
+# compiled inbox read, which it fails without), then the node and pattern
+# tests again with every link over TCP, as between processes, reading
+# their inboxes in pure Python: both paths of each stay covered.
 TCP_TESTS := tests/node/test_node.py tests/node/test_node_elections.py tests/node/test_trace.py tests/patterns/test_freelance.py \
 	tests/patterns/test_lazy_pirate.py tests/patterns/test_titanic.py \
 	tests/patterns/test_services.py tests/patterns/test_bstar.py
 
 pytest: $(STAMP) java chromium zyre
-	$(BIN)/pytest $(PYTEST_ARGS)
-	$(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
+	TRIZRE_EXPECT_COMPILED=1 $(BIN)/pytest $(PYTEST_ARGS)
+	TRIZRE_PURE_PYTHON=1 $(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
 
 # PySpark 4 needs Java 17+. Install it when it is missing and we can (root
 # with apt); otherwise say so: the audit's tests then skip, loudly.

@@ -64,6 +64,8 @@ throttles a ``recv``'s look at its command mailbox (up to ~1 ms), so only
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import math
 import os
@@ -90,6 +92,22 @@ _NOBLOCK: Final = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
+# The inbox read compiled (scripts/build_ext.py), unless it is not built or
+# TRIZRE_PURE_PYTHON is set; the pure-Python loop reads the same.
+_zread: Any = None
+if not os.environ.get("TRIZRE_PURE_PYTHON"):
+    with contextlib.suppress(ImportError):
+        from . import _zread  # type: ignore[attr-defined,no-redef]
+_EAGAIN: Final = errno.EAGAIN
+
+
+def _zmq_error(error: int) -> zmq.ZMQError:
+    """What pyzmq's own read raises for libzmq's ``error`` (an errno)."""
+    if error == zmq.ETERM:
+        return zmq.ContextTerminated(error)
+    return zmq.ZMQError(error)
+
+
 # Typed as what it returns for EVENTS, the only option read on the hot
 # path: typing.cast is a call at run time, ~80 ns, three a message.
 _backend_get: Final[Callable[[zmq.Socket[Any], int], int]] = zmq.backend.Socket.get  # type: ignore[assignment]
@@ -180,6 +198,7 @@ class ZSocket:
         "_early",
         "_fd",
         "_fd_owned",
+        "_handle",
         "_interrupted",
         "_lone",
         "_lot",
@@ -243,6 +262,7 @@ class ZSocket:
         self._bursts = False  # its last turn sent more than one: hold the first too
         self._turns_seen: _Turns | None = None  # the run's turn counter, once a send needed it
         self._router = zsock.type == zmq.ROUTER
+        self._handle: int = zsock.underlying  # libzmq's socket, for _zread
         self._tag_user_id = tag_user_id and self._router
         self._max_size = max_message_size if max_message_size >= 0 else 2**63
         # What receive_batch took off the socket since it opened (a node's
@@ -377,7 +397,25 @@ class ZSocket:
                     early = False
                     self._lone = not events & _POLLIN  # more came with the last wake-up?
             self._unready = False
-            if events & _POLLIN:
+            if events & _POLLIN and _zread is not None and not tag:
+                # The same read, compiled (_zread.pyx): it ends as this
+                # loop does, at max_messages, after a lone wake-up's
+                # message, or when EVENTS says nothing more is ready.
+                first_only = woken and self._lone
+                added, error = _zread.read(
+                    self._handle, batch, 1 if first_only else max_messages, router, limit, OVERSIZE
+                )
+                octets += added
+                if error == _EAGAIN:
+                    self._unready = True
+                    self._lone = woken and len(batch) == 1
+                elif error:
+                    raise _zmq_error(error)
+                elif first_only:
+                    self._early = True
+                elif len(batch) > 1:
+                    self._lone = False
+            elif events & _POLLIN:
                 try:
                     while True:
                         # A zmq.Frame's ``more`` is read in C; getsockopt

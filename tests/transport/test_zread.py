@@ -1,0 +1,139 @@
+"""The compiled inbox read (``_zread.pyx``) and the pure-Python loop read alike (issue 28).
+
+Each test runs both ways: compiled (when built; ``make`` builds it, and
+CI fails if it is missing: ``TRIZRE_EXPECT_COMPILED``) and pure
+(``_zsock._zread`` set to ``None``, as ``TRIZRE_PURE_PYTHON=1`` does).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+import zmq
+
+from trizre.transport import _zsock
+from trizre.transport._zsock import ZSocket, context
+from trizre.wire import OVERSIZE
+
+LIMIT = 1000
+# Frame counts from one to five, empty frames, and totals on either side of
+# LIMIT, with frames each under it: what a ROUTER's limit is about.
+MESSAGES: list[list[bytes]] = [
+    [b"a"],
+    [b"", b""],
+    [b"h" * 10, b"b" * 10, b""],
+    [b"z" * LIMIT],
+    [b"z" * (LIMIT + 1)],
+    [b"x" * 600, b"y" * 400],
+    [b"x" * 600, b"y" * 401],
+    [b"q"] * 5,
+    [b"w" * 300] * 4,
+    [b"last"],
+]
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def read_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "compiled":
+        if _zsock._zread is None:
+            pytest.skip("the compiled read is not built (scripts/build_ext.py)")
+    else:
+        monkeypatch.setattr(_zsock, "_zread", None)
+    return str(request.param)
+
+
+def _socket(kind: int) -> zmq.Socket[Any]:
+    sock = context().socket(kind)
+    sock.setsockopt(zmq.SNDHWM, 1000)
+    sock.setsockopt(zmq.RCVHWM, 1000)
+    return sock
+
+
+@asynccontextmanager
+async def router_and_dealer() -> AsyncIterator[tuple[ZSocket, ZSocket]]:
+    router = ZSocket(_socket(zmq.ROUTER), max_message_size=LIMIT)
+    dealer = _socket(zmq.DEALER)
+    dealer.setsockopt(zmq.IDENTITY, b"me")
+    wrapped = ZSocket(dealer)
+    try:
+        router.zmq_socket.bind("tcp://127.0.0.1:*")  # ok-net: loopback
+        dealer.connect(router.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        yield router, wrapped
+    finally:
+        router.close()
+        wrapped.close()
+
+
+async def _take(sock: ZSocket, count: int, max_messages: int = 256) -> list[list[bytes]]:
+    got: list[list[bytes]] = []
+    while len(got) < count:
+        batch = await sock.receive_batch(max_messages)
+        assert 1 <= len(batch) <= max_messages
+        got += batch
+    return got
+
+
+def test_the_compiled_read_is_built_where_it_is_expected() -> None:
+    # make's test run sets it: the compiled read must be what its tests ran.
+    if os.environ.get("TRIZRE_EXPECT_COMPILED"):
+        assert _zsock._zread is not None, "run scripts/build_ext.py"
+
+
+def test_trizre_pure_python_turns_the_compiled_read_off() -> None:
+    code = "from trizre.transport import _zsock; print(_zsock._zread is None)"
+    env = {**os.environ, "TRIZRE_PURE_PYTHON": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip() == "True", result.stderr
+
+
+async def test_a_router_reads_each_message_whole_or_as_oversize(read_way: str) -> None:
+    with trio.fail_after(10):
+        async with router_and_dealer() as (router, dealer):
+            for message in MESSAGES:
+                await dealer.send(message)
+            got = await _take(router, len(MESSAGES))
+    expected = [
+        [b"me", *message] if sum(map(len, message)) <= LIMIT else [b"me", OVERSIZE]
+        for message in MESSAGES
+    ]
+    assert got == expected
+    assert all(type(frame) is bytes for message in got for frame in message[:1])
+    assert router.received_messages == len(MESSAGES)
+    assert router.received_bytes == sum(sum(map(len, message)) for message in MESSAGES)
+
+
+async def test_a_dealer_reads_every_frame_and_counts_no_octets(read_way: str) -> None:
+    with trio.fail_after(10):
+        async with router_and_dealer() as (router, dealer):
+            await dealer.send([b"hello"])  # the router learns the dealer's identity
+            await _take(router, 1)
+            for message in MESSAGES:
+                await router.send([b"me", *message])
+            got = await _take(dealer, len(MESSAGES))
+    assert got == MESSAGES  # no limit on a DEALER
+    assert dealer.received_messages == len(MESSAGES)
+    assert dealer.received_bytes == 0
+
+
+async def test_a_batch_holds_at_most_max_messages_and_keeps_the_order(read_way: str) -> None:
+    with trio.fail_after(10):
+        async with router_and_dealer() as (router, dealer):
+            for seq in range(50):
+                await dealer.send([b"%d" % seq])
+            got = await _take(router, 50, max_messages=3)
+    assert got == [[b"me", b"%d" % seq] for seq in range(50)]
+
+
+def test_libzmq_errors_are_raised_as_pyzmq_raises_them() -> None:
+    assert type(_zsock._zmq_error(zmq.ETERM)) is zmq.ContextTerminated
+    error = _zsock._zmq_error(zmq.ENOTSOCK)
+    assert type(error) is zmq.ZMQError and error.errno == zmq.ENOTSOCK

@@ -1,0 +1,185 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The inbox read of :meth:`trizre.transport._zsock.ZSocket.receive_batch`, compiled (issue 28).
+
+Optional: built from this file by ``scripts/build_ext.py`` (``make``
+runs it); without it, or with ``TRIZRE_PURE_PYTHON=1``, the pure-Python
+loop in ``_zsock.py`` reads instead and behaves the same.
+
+Why: in Python every frame read costs a pyzmq ``Frame`` object (the only
+way to learn RCVMORE without pyzmq building an enum per call), about
+3-4 us a message; here it is libzmq's ``zmq_msg_recv`` and one ``bytes``
+copy a frame, about 0.5 us.
+
+libzmq's functions are taken from the copy pyzmq has loaded already
+(found in ``/proc/self/maps``, opened with ``RTLD_NOLOAD``): a socket
+must only be handed to the library that made it, and nothing here links
+against a file whose name changes with every pyzmq release.  Anything
+unexpected (no such copy, or several) raises ``ImportError`` at import,
+and the pure-Python loop is used.
+"""
+
+import os
+
+import zmq
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.errno cimport EAGAIN, EINTR
+from libc.stddef cimport size_t
+
+cdef extern from "<dlfcn.h>" nogil:
+    void *dlopen(const char *, int)
+    void *dlsym(void *, const char *)
+    enum:
+        RTLD_NOW
+        RTLD_NOLOAD
+
+
+cdef extern from *:
+    """
+    /* libzmq 4's zmq_msg_t: 64 opaque octets, aligned as its zmq.h has it. */
+    typedef struct { unsigned char _[64]; } __attribute__((aligned(sizeof(void *)))) trizre_msg_t;
+    """
+    ctypedef struct trizre_msg_t:
+        pass
+
+ctypedef int (*msg_fn)(trizre_msg_t *) noexcept nogil
+ctypedef int (*recv_fn)(trizre_msg_t *, void *, int) noexcept nogil
+ctypedef void *(*data_fn)(trizre_msg_t *) noexcept nogil
+ctypedef size_t (*size_fn)(trizre_msg_t *) noexcept nogil
+ctypedef int (*errno_fn)() noexcept nogil
+ctypedef int (*getsockopt_fn)(void *, int, void *, size_t *) noexcept nogil
+
+cdef msg_fn _init = NULL
+cdef msg_fn _close = NULL
+cdef msg_fn _more = NULL
+cdef recv_fn _recv = NULL
+cdef data_fn _data = NULL
+cdef size_fn _size = NULL
+cdef errno_fn _errno = NULL
+cdef getsockopt_fn _getsockopt = NULL
+
+cdef int _DONTWAIT = 1  # ZMQ_DONTWAIT
+cdef int _EVENTS = 15  # ZMQ_EVENTS
+cdef int _POLLIN = 1  # ZMQ_POLLIN
+
+
+def _loaded_libzmq():
+    """The path of the one libzmq this process has mapped (pyzmq's)."""
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            if len(fields) == 6:
+                path = fields[5].strip()
+                if os.path.basename(path).startswith("libzmq") and ".so" in path:
+                    found.add(path)
+    if len(found) != 1:
+        raise ImportError(f"expected pyzmq's one libzmq mapped, found {sorted(found)}")
+    return found.pop()
+
+
+cdef void *_symbol(void *library, bytes name) except NULL:
+    cdef void *found = dlsym(library, name)
+    if found == NULL:
+        raise ImportError(f"libzmq has no {name.decode()}")
+    return found
+
+
+cdef _bind():
+    global _init, _close, _more, _recv, _data, _size, _errno, _getsockopt
+    if zmq.zmq_version_info()[0] != 4:
+        raise ImportError(f"built for libzmq 4, pyzmq has {zmq.zmq_version()}")
+    cdef bytes path = os.fsencode(_loaded_libzmq())
+    cdef void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
+    if library == NULL:
+        raise ImportError(f"{path!r} is mapped but not loaded as a library")
+    _init = <msg_fn>_symbol(library, b"zmq_msg_init")
+    _close = <msg_fn>_symbol(library, b"zmq_msg_close")
+    _more = <msg_fn>_symbol(library, b"zmq_msg_more")
+    _recv = <recv_fn>_symbol(library, b"zmq_msg_recv")
+    _data = <data_fn>_symbol(library, b"zmq_msg_data")
+    _size = <size_fn>_symbol(library, b"zmq_msg_size")
+    _errno = <errno_fn>_symbol(library, b"zmq_errno")
+    _getsockopt = <getsockopt_fn>_symbol(library, b"zmq_getsockopt")
+
+
+_bind()
+
+
+cdef bytes _copy(trizre_msg_t *msg, void *socket, int more):
+    """The frame's octets, the frame closed.  If the copy fails (no memory),
+    the message's other frames are dropped too: the next read starts at a
+    message, never inside one (where a frame would pass for an identity)."""
+    cdef trizre_msg_t rest
+    try:
+        return PyBytes_FromStringAndSize(<char *>_data(msg), <Py_ssize_t>_size(msg))
+    except BaseException:
+        while more:
+            _init(&rest)
+            _recv(&rest, socket, _DONTWAIT)
+            more = _more(&rest)
+            _close(&rest)
+        raise
+    finally:
+        _close(msg)
+
+
+def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
+         unsigned long long limit, object oversize):
+    """Append every message ready on the socket at ``handle`` to ``batch``, while
+    ``len(batch) < max_messages``; return ``(octets, errno)``.
+
+    Each message is a list of ``bytes``, one a frame.  A ROUTER's (``router``)
+    starts with the sender's identity; if its other frames total more than
+    ``limit`` octets, they are not copied and the list is
+    ``[identity, oversize]``; ``octets`` sums a ROUTER's frames after the
+    identity (copied or not), and is 0 for other sockets.  ``errno`` is 0
+    when ``batch`` is full; ``EAGAIN`` when nothing more is ready, which
+    ``EVENTS`` said last (no zmq call on the socket since: its descriptor
+    will signal the next message, as ``_zsock.py``'s Rule 1 needs); else
+    libzmq's error from the first read of a message (nothing was taken
+    then).  ``handle`` must be an open socket's ``underlying``.
+    """
+    cdef trizre_msg_t msg
+    cdef void *socket = <void *>handle
+    cdef unsigned long long octets = 0, size
+    cdef int more, events = 0
+    cdef size_t events_size = sizeof(int)
+    cdef list frames
+    cdef int error
+    while len(batch) < max_messages:
+        _init(&msg)
+        if _recv(&msg, socket, _DONTWAIT) < 0:
+            _close(&msg)
+            error = _errno()
+            if error == EINTR:
+                continue  # as pyzmq's recv does: nothing was taken
+            if error != EAGAIN:
+                return octets, error
+            # A message may have come since that read: EVENTS says, last.
+            if _getsockopt(socket, _EVENTS, &events, &events_size) < 0:
+                return octets, _errno()
+            if events & _POLLIN:
+                continue
+            return octets, EAGAIN
+        more = _more(&msg)
+        frames = [_copy(&msg, socket, more)]
+        size = 0
+        # libzmq hands over a message whole: once its first frame is read,
+        # every other one is ready, so these reads cannot fail.
+        while more:
+            _init(&msg)
+            _recv(&msg, socket, _DONTWAIT)
+            size += <unsigned long long>_size(&msg)
+            more = _more(&msg)
+            if not router or size <= limit:  # an oversize message costs libzmq's memory only
+                frames.append(_copy(&msg, socket, more))
+            else:
+                _close(&msg)
+        if router:
+            if size > limit:
+                frames[1:] = [oversize]
+            octets += size
+        batch.append(frames)
+    return octets, 0
+

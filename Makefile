@@ -18,7 +18,7 @@ $(BIN)/python:
 $(BASE_STAMP): pyproject.toml trizre/transport/_zread.pyx scripts/build_ext.py | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
-	@# The compiled inbox read (docs/benchmarks.md): optional, so neither a
+	@# The compiled inbox read (docs/socket.md): optional, so neither a
 	@# missing compiler nor a registry out of reach stops the install; without
 	@# it trizre reads in pure Python, slower. The test run checks it is built.
 	-$(BIN)/python -m pip install --quiet 'cython>=3.0,<4' 'setuptools>=68'
@@ -173,3 +173,4 @@ docs: $(DOCS_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site dist
+	rm -f trizre/transport/_zread.*.so

@@ -8,6 +8,7 @@ editable install imports it.  Without it trizre reads its inboxes in pure
 Python, with the same behaviour, slower (docs/benchmarks.md).  Fails if
 Cython or a compiler is missing, unless ``--optional``: then it says so
 and exits 0 (``make demo``'s install, which must work without them).
+Either way a failed build leaves no older build in place.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def main() -> None:
     try:
         built = build()
     except Exception as exc:  # ImportError (no Cython), CompileError, LinkError, ...
+        # One built from an older source must not stay in its place.
+        for stale in SOURCE.parent.glob("_zread.*.so"):
+            stale.unlink()
         if not args.optional:
             raise
         print(f"trizre: compiled inbox read not built ({exc}); pure Python it is", file=sys.stderr)

@@ -10,12 +10,13 @@ way to learn RCVMORE without pyzmq building an enum per call), about
 3-4 us a message; here it is libzmq's ``zmq_msg_recv`` and one ``bytes``
 copy a frame, about 0.5 us.
 
-libzmq's functions are taken from the copy pyzmq has loaded already
-(found in ``/proc/self/maps``, opened with ``RTLD_NOLOAD``): a socket
-must only be handed to the library that made it, and nothing here links
-against a file whose name changes with every pyzmq release.  Anything
-unexpected (no such copy, or several) raises ``ImportError`` at import,
-and the pure-Python loop is used.
+libzmq's functions are looked up through pyzmq's own compiled module
+(``dlopen(RTLD_NOLOAD)``, then ``dlsym``, which searches that module and
+the libraries it loaded): a socket must only be handed to the library
+that made it, and nothing here links against a file whose name changes
+with every pyzmq release.  Anything unexpected (another pyzmq layout, a
+function missing, a libzmq other than 4.x) raises ``ImportError`` at
+import, and the pure-Python loop is used.
 """
 
 import os
@@ -63,19 +64,11 @@ cdef int _EVENTS = 15  # ZMQ_EVENTS
 cdef int _POLLIN = 1  # ZMQ_POLLIN
 
 
-def _loaded_libzmq():
-    """The path of the one libzmq this process has mapped (pyzmq's)."""
-    found = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split(None, 5)
-            if len(fields) == 6:
-                path = fields[5].strip()
-                if os.path.basename(path).startswith("libzmq") and ".so" in path:
-                    found.add(path)
-    if len(found) != 1:
-        raise ImportError(f"expected pyzmq's one libzmq mapped, found {sorted(found)}")
-    return found.pop()
+def _pyzmq_backend():
+    """The file of pyzmq's compiled backend, the module that calls libzmq."""
+    from zmq.backend.cython import _zmq  # pyzmq 26 and later
+
+    return _zmq.__file__
 
 
 cdef void *_symbol(void *library, bytes name) except NULL:
@@ -89,10 +82,13 @@ cdef _bind():
     global _init, _close, _more, _recv, _data, _size, _errno, _getsockopt
     if zmq.zmq_version_info()[0] != 4:
         raise ImportError(f"built for libzmq 4, pyzmq has {zmq.zmq_version()}")
-    cdef bytes path = os.fsencode(_loaded_libzmq())
+    # Looked up through pyzmq's own module: dlsym searches it and the
+    # libraries it loaded, so this is the libzmq pyzmq calls (its own
+    # library or the system's; or, linked into the module, if exported).
+    cdef bytes path = os.fsencode(_pyzmq_backend())
     cdef void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
     if library == NULL:
-        raise ImportError(f"{path!r} is mapped but not loaded as a library")
+        raise ImportError(f"pyzmq's backend {path!r} is not loaded")
     _init = <msg_fn>_symbol(library, b"zmq_msg_init")
     _close = <msg_fn>_symbol(library, b"zmq_msg_close")
     _more = <msg_fn>_symbol(library, b"zmq_msg_more")

@@ -22,7 +22,9 @@ scrapes.  ``docs/operations.md`` lists the metrics.
 A :class:`NodeCollector` exports what a node itself counts
 (:meth:`trizre.Node.statistics`): its messages and octets in and out, the
 peers it dropped and the beacons it ignored, by reason, and its peers by
-presence.  ``trizre watch --metrics`` registers one for its own node.
+presence, and (``trizre_node_info``) its version and which inbox read
+its process uses.  ``trizre watch --metrics`` registers one for its own
+node.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from . import Node
+from . import Node, __version__
+from .transport._zsock import inbox_read
 
 __all__ = ["ClientCollector", "HasStatistics", "NodeCollector"]
 
@@ -176,6 +179,14 @@ class NodeCollector(Collector):
             peers.add_metric([*label, presence], float(count))
         peers.add_metric([*label, "pending"], float(stats.pending_peers))
         yield peers
+        info = GaugeMetricFamily(
+            "trizre_node_info",
+            "Always 1: the node's trizre version, and which inbox read its process uses "
+            "(compiled, or python: see trizre version --verbose).",
+            labels=["node", "version", "inbox_read"],
+        )
+        info.add_metric([*label, __version__, inbox_read()[0]], 1.0)
+        yield info
 
 
 def _by_reason(

@@ -27,6 +27,7 @@ from trizre.cli._metrics import MetricsApp
 from trizre.cli._web import serve_page
 from trizre.metrics import NodeCollector
 from trizre.trace._contract import ExitReason
+from trizre.transport._zsock import inbox_read
 
 N = 40
 QUIET: dict[str, Any] = {"evasive_timeout": 60.0, "expired_timeout": 120.0}
@@ -185,6 +186,12 @@ async def test_forged_leaves_and_a_throttled_stranger_show_in_a_real_scrape() ->
     for field in ("messages_in", "bytes_in", "messages_out", "bytes_out"):
         got = value(samples, f"trizre_node_{field}_total", node="a")
         assert got == getattr(stats, field) > 0, field
+    read = inbox_read()[0]
+    for node in ("a", "bee"):
+        info = value(samples, "trizre_node_info", node=node)
+        assert info == 1.0
+        assert value(samples, "trizre_node_info", node=node, inbox_read=read) == 1.0
+        assert value(samples, "trizre_node_info", node=node, version=trizre.__version__) == 1.0
     families = {f.name for f in text_string_to_metric_families(generate_latest(registry).decode())}
     assert families == documented("### Node metrics")
 

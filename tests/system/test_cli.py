@@ -26,6 +26,7 @@ from tests.support.guarded_cli import VIOLATION_EXIT
 from tests.support.nodes import FAST, free_udp_port, next_event
 from trizre.cli import _ping as ping_command
 from trizre.cli._common import CommandError
+from trizre.transport._zsock import inbox_read
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +49,17 @@ def test_help_lists_every_command_and_version_works() -> None:
         check=True,
     )
     assert module.stdout == f"trizre {trizre.__version__}\n"
+
+
+def test_version_verbose_says_which_inbox_read_runs() -> None:
+    lines = cli("version", "--verbose").stdout.splitlines()
+    assert lines[0] == f"trizre {trizre.__version__}"
+    read, detail = inbox_read()  # this process imported trizre as the command does
+    assert lines[1] == f"inbox read: {read} ({detail})"
+    assert re.fullmatch(r"python 3\.\d+\.\d+, trio \S+, pyzmq \S+, libzmq 4\.\d+\.\d+", lines[2])
+    assert len(lines) == 3
+    pure = cli("version", "-v", env={**os.environ, "TRIZRE_PURE_PYTHON": "1"}).stdout
+    assert pure.splitlines()[1] == "inbox read: python (TRIZRE_PURE_PYTHON is set)"
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ CI fails if it is missing: ``TRIZRE_EXPECT_COMPILED``) and pure
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -86,18 +87,40 @@ def test_the_compiled_read_is_built_where_it_is_expected() -> None:
         assert _zsock._zread is not None, "run scripts/build_ext.py"
 
 
-def test_trizre_pure_python_turns_the_compiled_read_off() -> None:
-    code = "from trizre.transport import _zsock; print(_zsock._zread is None)"
-    env = {**os.environ, "TRIZRE_PURE_PYTHON": "1"}
+def _python(code: str, **env: str) -> str:
+    """What ``code`` prints in a new interpreter, with the switch only if ``env`` sets it."""
+    base = {k: v for k, v in os.environ.items() if k != "TRIZRE_PURE_PYTHON"}
     result = subprocess.run(
         [sys.executable, "-c", code],
         check=False,
-        env=env,
+        env={**base, **env},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.stdout.strip() == "True", result.stderr
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_trizre_pure_python_turns_the_compiled_read_off() -> None:
+    code = "from trizre.transport import _zsock; print(_zsock._zread is None, _zsock.inbox_read())"
+    got = _python(code, TRIZRE_PURE_PYTHON="1")
+    assert got == "True ('python', 'TRIZRE_PURE_PYTHON is set')"
+
+
+def test_inbox_read_says_which_read_runs_and_why() -> None:
+    if _zsock._zread is not None:
+        assert _zsock.inbox_read() == ("compiled", _zsock._zread.__file__)
+    else:
+        assert _zsock.inbox_read()[0] == "python"
+    # Not built (as a wheel installs it): the import's own error is the why.
+    code = (
+        "import sys; sys.modules['trizre.transport._zread'] = None\n"
+        "from trizre.transport import _zsock; print(_zsock.inbox_read())"
+    )
+    read, why = ast.literal_eval(_python(code))
+    assert read == "python"
+    assert why.startswith("the compiled read is not available (import of trizre.transport._zread")
 
 
 async def test_a_router_reads_each_message_whole_or_as_oversize(read_way: str) -> None:

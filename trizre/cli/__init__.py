@@ -61,8 +61,37 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         help="audit node traces with PySpark (see trizre audit --help)",
         add_help=False,
     ).set_defaults(module=None)
-    commands.add_parser("version", help="print the version").set_defaults(module=None)
+    version = commands.add_parser(
+        "version", help="print the version", description="Print the version."
+    )
+    version.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also which inbox read this process uses (compiled or pure Python, and why) "
+        "and the versions of Python, trio, pyzmq and libzmq",
+    )
+    version.set_defaults(module=None)
     return parser
+
+
+def _version(*, verbose: bool) -> str:
+    """``trizre version``'s answer: the version; with ``verbose``, what runs under it."""
+    if not verbose:
+        return __version__
+    import trio  # noqa: PLC0415 - only the verbose answer loads the network code
+    import zmq  # noqa: PLC0415
+
+    from ..transport._zsock import inbox_read  # noqa: PLC0415
+
+    read, detail = inbox_read()
+    python = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"trizre {__version__}\n"
+        f"inbox read: {read} ({detail})\n"
+        f"python {python}, trio {trio.__version__}, pyzmq {zmq.__version__}, "
+        f"libzmq {zmq.zmq_version()}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command == "version":
-        print(__version__)
+        print(_version(verbose=args.verbose))
         return 0
     code: int = importlib.import_module(args.module, __name__).main(args)
     return code

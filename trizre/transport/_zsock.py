@@ -64,7 +64,6 @@ throttles a ``recv``'s look at its command mailbox (up to ~1 ms), so only
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import math
@@ -95,9 +94,28 @@ _backend_recv: Final = zmq.backend.Socket.recv
 # The inbox read compiled (scripts/build_ext.py), unless it is not built or
 # TRIZRE_PURE_PYTHON is set; the pure-Python loop reads the same.
 _zread: Any = None
+_pure_why = "TRIZRE_PURE_PYTHON is set"
 if not os.environ.get("TRIZRE_PURE_PYTHON"):
-    with contextlib.suppress(ImportError):
+    try:
         from . import _zread  # type: ignore[attr-defined,no-redef]
+    except ImportError as exc:
+        _pure_why = f"the compiled read is not available ({exc})"
+
+
+def inbox_read() -> tuple[str, str]:
+    """Which read :meth:`ZSocket.receive_batch` uses in this process, and why.
+
+    ``("compiled", path of the module)`` or ``("python", the reason)``: the
+    variable was set, or the module is not built or would not load (its
+    ``ImportError``).  Fixed at import: for ``trizre version --verbose``
+    and the ``trizre_node_info`` metric, what an operator asks first when
+    a node is slower than its twin.
+    """
+    if _zread is not None:
+        return "compiled", str(_zread.__file__)
+    return "python", _pure_why
+
+
 _EAGAIN: Final = errno.EAGAIN
 
 

@@ -71,6 +71,8 @@ import os
 import resource
 from collections import deque
 from collections.abc import Callable, Sequence
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from time import perf_counter
 from typing import Any, Final, cast, final
 
@@ -99,7 +101,11 @@ if not os.environ.get("TRIZRE_PURE_PYTHON"):
     try:
         from . import _zread  # type: ignore[attr-defined,no-redef]
     except ImportError as exc:
-        _pure_why = f"the compiled read is not available ({exc})"
+        _pure_why = (
+            f"built, but it did not load: {exc}"
+            if any(Path(__file__).with_name(f"_zread{end}").exists() for end in EXTENSION_SUFFIXES)
+            else "not built: make, or scripts/build_ext.py (see the README)"
+        )
 
 
 def inbox_read() -> tuple[str, str]:

@@ -19,19 +19,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 import trizre
 from tests.support.nodes import free_udp_port
-from trizre.conformance import CASES, run_suite
+from trizre.conformance import CASES, Profile, run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 GUARDED = f"{sys.executable} -u {REPO / 'tests' / 'support' / 'guarded_agent.py'}"
 #: The agents run under the loopback guard too (see tests/support/guarded_agent.py).
 TRIZRE = f"{GUARDED} trizre.conformance.trizre_agent"
 FAKE = f"{GUARDED} tests.support.conformance_fake"
+#: The fake's runs wait 2 s for a reply (not 5) and 8 s for the target to
+#: show itself (not 20): a broken flag's case waits that long for what never
+#: comes, and CI time is short.  The unbroken fake passes with the same
+#: waits, so a broken case's fail is the flag's doing, never a short wait's.
+FAKE_WAITS: dict[str, Any] = {"profile": Profile(reply=2.0), "find_timeout": 8.0}
 
 #: trizre's column of the matrix: the cases it does not pass, and why.
 TRIZRE_NOT_PASSING = {
@@ -119,9 +125,10 @@ async def test_trizre_passes_every_applicable_case() -> None:
 
 
 async def test_the_fake_target_passes_unbroken() -> None:
-    """The baseline for the flags below: the fake passes every case trizre does."""
+    """The baseline for the flags below: the fake passes every case trizre does,
+    with the profile they run with."""
     with trio.fail_after(240):
-        report = await run_suite(FAKE)
+        report = await run_suite(FAKE, **FAKE_WAITS)
     expected = {c.id: TRIZRE_NOT_PASSING.get(c.id, "pass") for c in CASES}
     assert _statuses(report) == expected, _explain(report)
 
@@ -239,7 +246,7 @@ def test_every_case_is_broken_by_some_flag() -> None:
 @pytest.mark.parametrize("flag", sorted(BREAKS))
 async def test_a_broken_target_fails_the_cases_for_its_bug(flag: str) -> None:
     with trio.fail_after(120):
-        report = await run_suite(f"{FAKE} --break {flag}", cases=list(BREAKS[flag]))
+        report = await run_suite(f"{FAKE} --break {flag}", cases=list(BREAKS[flag]), **FAKE_WAITS)
     statuses = _statuses(report)
     assert statuses == dict.fromkeys(BREAKS[flag], "fail"), _explain(report)
     for result in report.results:

@@ -124,7 +124,7 @@ def test_inbox_read_says_which_read_runs_and_why() -> None:
         halted = "import of trizre.transport._zread halted; None in sys.modules"
         assert why == f"built, but it did not load: {halted}"
     else:
-        assert why == "not built: make, or scripts/build_ext.py (see the README)"
+        assert why == "not built: run make, or scripts/build_ext.py; see the README"
 
 
 async def test_a_router_reads_each_message_whole_or_as_oversize(read_way: str) -> None:

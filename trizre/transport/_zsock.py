@@ -93,6 +93,7 @@ _NOBLOCK: Final = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
+_EAGAIN: Final = errno.EAGAIN
 # The inbox read compiled (scripts/build_ext.py), unless it is not built or
 # TRIZRE_PURE_PYTHON is set; the pure-Python loop reads the same.
 _zread: Any = None
@@ -104,25 +105,22 @@ if not os.environ.get("TRIZRE_PURE_PYTHON"):
         _pure_why = (
             f"built, but it did not load: {exc}"
             if any(Path(__file__).with_name(f"_zread{end}").exists() for end in EXTENSION_SUFFIXES)
-            else "not built: make, or scripts/build_ext.py (see the README)"
+            else "not built: run make, or scripts/build_ext.py; see the README"
         )
 
 
 def inbox_read() -> tuple[str, str]:
     """Which read :meth:`ZSocket.receive_batch` uses in this process, and why.
 
-    ``("compiled", path of the module)`` or ``("python", the reason)``: the
-    variable was set, or the module is not built or would not load (its
-    ``ImportError``).  Fixed at import: for ``trizre version --verbose``
-    and the ``trizre_node_info`` metric, what an operator asks first when
-    a node is slower than its twin.
+    ``("compiled", path of the module)`` or ``("python", the reason)``:
+    ``TRIZRE_PURE_PYTHON`` was set, or the module is not built, or it would
+    not load (its ``ImportError``).  Fixed at import: for ``trizre version
+    --verbose`` and the ``trizre_node_info`` metric, what an operator asks
+    first when a node is slower than its twin.
     """
     if _zread is not None:
         return "compiled", str(_zread.__file__)
     return "python", _pure_why
-
-
-_EAGAIN: Final = errno.EAGAIN
 
 
 def _zmq_error(error: int) -> zmq.ZMQError:

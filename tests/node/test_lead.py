@@ -390,3 +390,80 @@ async def test_a_cancelled_receive_batch_loses_no_message() -> None:
                     taken += await events.receive_batch()
                 got += [e.frames[0] for e in taken if isinstance(e, Whisper)]
             assert got == [w for i in range(40) for w in (b"%d" % i, b"%d+" % i)]
+
+
+# ------------------------------------------------- the lead alone, virtual time
+
+
+class _Inbox:
+    """A TCP inbox as the lead sees it: each read returns one queued batch."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = trio.open_memory_channel[list[list[bytes]]](100)
+
+    async def receive_batch(self, max_messages: int, checked: bool = False) -> list[list[bytes]]:
+        return await self.receive.receive()
+
+    def interrupt(self) -> None:
+        pass
+
+
+class _Queue:
+    """The sole subscriber's buffer, as the lead sees it."""
+
+    limit = 64
+    waker = None
+
+    def wake_getters(self) -> None:
+        pass
+
+
+class _Fanout:
+    def __init__(self, sole: _Queue) -> None:
+        self.sole = sole
+
+
+@pytest.mark.parametrize("away", [0.001, 0.004, 0.0049])
+async def test_a_subscriber_coming_back_within_half_the_grace_never_wakes_the_reader(
+    autojump_clock: trio.abc.Clock, away: float
+) -> None:
+    """And one that stays away is relieved exactly GRACE after its last release.
+
+    Each expiry of the reader's wait is a task step and a Cancelled; a
+    subscriber that reads a batch every few ms (a fan-out's receiver, a
+    round trip's echo) used to cost ~100 of them a second.
+    """
+    queue = _Queue()
+    inbox = _Inbox()
+    lead = _lead.InboxLead(
+        inbox,  # type: ignore[arg-type]
+        _Fanout(queue),  # type: ignore[arg-type]
+        None,
+        lambda batch, now: None,
+        64,
+    )
+    wakes: list[float] = []
+    taken: list[float] = []
+
+    async def reader() -> None:
+        while not await lead.reader_turn():
+            wakes.append(trio.current_time())
+        taken.append(trio.current_time())
+
+    with trio.fail_after(60):
+        assert not await lead.drive(queue)  # the reader's to start with: asked for
+        lead.reader_done()  # ... and given back
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(1000):  # 1 to 5 s of virtual time, 100 to 500 GRACEs
+                inbox.send.send_nowait([[b"peer", b"%d" % i]])
+                assert await lead.drive(queue)
+                last = trio.current_time()  # released now
+                await trio.sleep(away)
+            assert not taken
+            assert wakes == []
+            await trio.sleep(1.0)  # now it stays away
+    assert taken == [pytest.approx(last + _lead.GRACE, abs=1e-9)]
+    # At most a pushed deadline, then GRACE after `last`, when it takes the lead.
+    assert len(wakes) <= 2, [w - last for w in wakes]

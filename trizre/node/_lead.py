@@ -177,7 +177,13 @@ class InboxLead:
         self._released = now
         if not self._may_drive():
             self._latch.wake()
-        elif (park := self._park) is not None and self._park_due == math.inf:
+        elif (park := self._park) is not None and (
+            (due := self._park_due) == math.inf or due - now < GRACE / 2
+        ):
+            # Pushed on while the subscriber keeps coming back, not set once:
+            # the reader's wait then never expires (each expiry was a task
+            # step and a Cancelled, ~100 a second); a push is one setter
+            # call, at most one per half GRACE.
             park.deadline = self._park_due = now + GRACE
 
     def hand_over(self) -> None:

@@ -113,14 +113,15 @@ def test_inbox_read_says_which_read_runs_and_why() -> None:
         assert _zsock.inbox_read() == ("compiled", _zsock._zread.__file__)
     else:
         assert _zsock.inbox_read()[0] == "python"
-    # Not built (as a wheel installs it): the import's own error is the why.
+    # The import failing: with the file there (built), its error is the why;
+    # without it (a wheel's install), how to build it.
     code = (
         "import sys; sys.modules['trizre.transport._zread'] = None\n"
         "from trizre.transport import _zsock; print(_zsock.inbox_read())"
     )
     read, why = ast.literal_eval(_python(code))
     assert read == "python"
-    if _zsock._zread is not None:  # the file is there: it says why it did not load
+    if _zsock._zread_built():
         halted = "import of trizre.transport._zread halted; None in sys.modules"
         assert why == f"built, but it did not load: {halted}"
     else:

@@ -94,6 +94,13 @@ _SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
 _EAGAIN: Final = errno.EAGAIN
+
+
+def _zread_built() -> bool:
+    """Whether the compiled read's module file is beside this one (loaded or not)."""
+    return any(Path(__file__).with_name(f"_zread{end}").exists() for end in EXTENSION_SUFFIXES)
+
+
 # The inbox read compiled (scripts/build_ext.py), unless it is not built or
 # TRIZRE_PURE_PYTHON is set; the pure-Python loop reads the same.
 _zread: Any = None
@@ -104,7 +111,7 @@ if not os.environ.get("TRIZRE_PURE_PYTHON"):
     except ImportError as exc:
         _pure_why = (
             f"built, but it did not load: {exc}"
-            if any(Path(__file__).with_name(f"_zread{end}").exists() for end in EXTENSION_SUFFIXES)
+            if _zread_built()
             else "not built: run make, or scripts/build_ext.py; see the README"
         )
 

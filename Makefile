@@ -51,8 +51,10 @@ TCP_TESTS := tests/node/test_node.py tests/node/test_node_elections.py tests/nod
 	tests/patterns/test_services.py tests/patterns/test_bstar.py
 
 # --durations: CI must stay under 30 minutes; its log names the slowest tests.
+# -n 2 --dist loadgroup: the namespace tests (mostly waiting) run on a second
+# worker beside the loopback tests, which keep to one (tests/conftest.py).
 pytest: $(STAMP) java chromium zyre
-	TRIZRE_EXPECT_COMPILED=1 $(BIN)/pytest --durations=30 --durations-min=5 $(PYTEST_ARGS)
+	TRIZRE_EXPECT_COMPILED=1 $(BIN)/pytest -n 2 --dist loadgroup --durations=30 --durations-min=5 $(PYTEST_ARGS)
 	TRIZRE_PURE_PYTHON=1 $(BIN)/pytest --links tcp $(PYTEST_ARGS) $(TCP_TESTS)
 
 # PySpark 4 needs Java 17+. Install it when it is missing and we can (root

@@ -55,3 +55,19 @@ def links_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     mode: str = request.config.getoption("--links")
     monkeypatch.setenv("TRIZRE_LOCAL_LINKS", "1" if mode == "local" else "0")
     return mode
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep every test that uses this machine's loopback on one xdist worker.
+
+    ``make test`` runs two workers (``-n 2 --dist loadgroup``) so that the
+    namespace tests, which mostly wait, overlap the rest.  Tests on loopback
+    may share fixed ports (the ZRE beacon port 5670 among them), so they run
+    one at a time on one worker, as before; a ``netns`` test sends only
+    inside namespaces of its own and can run beside them.  Without xdist
+    the mark does nothing.
+    """
+    for item in items:
+        if item.get_closest_marker("netns") is None:
+            item.add_marker(pytest.mark.xdist_group("loopback"))

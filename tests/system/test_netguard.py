@@ -199,3 +199,32 @@ def test_swallowed_violation_still_fails_the_test(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=1, errors=1)
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*network guard: this test tried to send outside loopback*"])
+
+
+def test_loopback_tests_keep_to_one_xdist_worker(pytester: pytest.Pytester) -> None:
+    """``make test``'s two workers never run two loopback tests at once (fixed ports).
+
+    xdist groups by a suffix on the node id, which pytest 9.2 no longer takes
+    (pytest-xdist issue 1386): ungrouped, the six tests spread over both
+    workers and this fails.  Hence the pin on pytest in pyproject.toml.
+    """
+    root = Path(__file__).resolve().parents[2]
+    pytester.makeconftest(
+        f"import sys\nsys.path.insert(0, {str(root)!r})\nfrom tests.conftest import *  # noqa\n"
+    )
+    pytester.makeini("[pytest]\nmarkers =\n    netns: in a namespace of its own\n")
+    lo_tests = "".join(f"def test_lo_{i}():\n    pass\n\n" for i in range(6))
+    netns_tests = "".join(f"@pytest.mark.netns\ndef test_ns_{i}():\n    pass\n\n" for i in range(4))
+    pytester.makepyfile(f"import pytest\n\n{lo_tests}{netns_tests}")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
+    )
+    result.assert_outcomes(passed=10)
+    # "[gw0] [ 10%] PASSED test_x.py::test_lo_0@loopback"
+    ran_on = {
+        line.split("::")[-1].split("@")[0].strip(): line.split("]")[0].lstrip("[")
+        for line in result.outlines
+        if line.startswith("[gw") and " PASSED " in line
+    }
+    assert len(ran_on) == 10, result.outlines
+    assert len({ran_on[f"test_lo_{i}"] for i in range(6)}) == 1, ran_on

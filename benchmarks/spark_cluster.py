@@ -52,7 +52,8 @@ def _alive_workers(ui_port: int) -> int:
 def standalone_cluster(logs: Path, java: str, *, cores: int = 1) -> Iterator[str]:
     """``spark://127.0.0.1:PORT`` of a running master with one registered worker.
 
-    ``logs`` receives ``master.log`` and ``worker.log``.  Raises
+    ``logs`` receives ``master.log``, ``worker.log`` and the worker's
+    ``work`` directory (its executors' files).  Raises
     ``RuntimeError`` (with the logs' tails) if the worker has not registered
     within 120 s or a JVM exits first.
     """
@@ -86,6 +87,9 @@ def standalone_cluster(logs: Path, java: str, *, cores: int = 1) -> Iterator[str
             "worker", "org.apache.spark.deploy.worker.Worker", master_url,
             "--host", "127.0.0.1", "--cores", str(cores), "--memory", "1g",
             "--webui-port", str(worker_ui),
+            # Its executors' directories: by default in the installed pyspark,
+            # where they piled up and two clusters at once could meet.
+            "--work-dir", str(logs / "work"),
         )  # fmt: skip
         deadline = time.monotonic() + 120  # two JVMs starting on a loaded machine
         while _alive_workers(ui) < 1:

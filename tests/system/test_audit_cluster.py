@@ -35,9 +35,15 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the cluster's logs and its worker's ``work`` directory go."""
+    return tmp_path_factory.mktemp("spark-cluster")
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_logs: Path) -> Iterator[str]:
     """``spark://127.0.0.1:PORT`` of a running master with one registered worker."""
-    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster"), JAVA.path) as url:
+    with standalone_cluster(cluster_logs, JAVA.path) as url:
         yield url
 
 
@@ -84,10 +90,14 @@ def _differences(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
-def test_a_standalone_cluster_gives_the_local_verdict(cluster: str, tmp_path: Path) -> None:
+def test_a_standalone_cluster_gives_the_local_verdict(
+    cluster: str, cluster_logs: Path, tmp_path: Path
+) -> None:
     traces = request_cases().write(tmp_path / "traces")
     local = _audit(traces, tmp_path / "local")
     remote = _audit(traces, tmp_path / "cluster", "--master", cluster)
+    # The executors kept their files beside the logs, not in the installed pyspark.
+    assert [app.name[:4] for app in (cluster_logs / "work").iterdir()] == ["app-"]
     assert remote["audit"]["master"] == cluster
     assert local["audit"]["master"].startswith("local")
     assert _differences(_comparable(remote), _comparable(local)) == []

@@ -656,19 +656,21 @@ class Bench:
 
         Per process (all threads), from /proc/PID/task/*/schedstat and
         status: time on a CPU, time runnable but waiting for one (the run
-        queue: descheduled), and voluntary context switches (a thread
-        went to sleep: a wake-up each) per 1000 deliveries.
+        queue: descheduled), voluntary context switches (a thread went to
+        sleep: a wake-up each), preemptions and moves from one CPU to
+        another (which leave a thread's cache behind) per 1000 deliveries.
         """
         rows = self.results.row
         for side, pair in (
             ("sender", [(before[0], after[0])]),
             ("receivers", list(zip(before[1:], after[1:], strict=True))),
         ):
-            for who, at in (("", 0), (" main thread", 4)):
+            for who, at in (("", 0), (" main thread", 5)):
                 run = sum(b[at] - a[at] for a, b in pair) / 1e9
                 queued = sum(b[at + 1] - a[at + 1] for a, b in pair) / 1e9
                 volunt = sum(b[at + 2] - a[at + 2] for a, b in pair)
                 forced = sum(b[at + 3] - a[at + 3] for a, b in pair)
+                moved = sum(b[at + 4] - a[at + 4] for a, b in pair)
                 name = f"{side}{who}"
                 rows(label, f"{name}: share of the run on a CPU", "{:.2f}").add(impl, run / wall)
                 rows(label, f"{name}: share of the run waiting for a CPU", "{:.2f}").add(
@@ -680,6 +682,9 @@ class Bench:
                 )
                 rows(label, f"{name}: preemptions per 1000 deliveries", "{:.1f}").add(
                     impl, forced * 1000 / total
+                )
+                rows(label, f"{name}: moves between CPUs per 1000 deliveries", "{:.1f}").add(
+                    impl, moved * 1000 / total
                 )
 
     def _detail_rows(
@@ -890,23 +895,32 @@ def _proc_status(pid: int) -> dict[str, int]:
 
 
 def _schedstat(pid: int) -> tuple[int, ...]:
-    """ns on a CPU, ns waiting for one, voluntary and forced switches.
+    """ns on a CPU, ns waiting for one, voluntary and forced switches, moves between CPUs.
 
-    Four over all the process's threads, then the same four of its main thread.
+    Five over all the process's threads, then the same five of its main
+    thread.  The moves (``se.nr_migrations``) need a kernel that shows
+    /proc/PID/task/TID/sched; elsewhere they count 0.
     """
-    total = [0, 0, 0, 0]
-    main = [0, 0, 0, 0]
+    total = [0, 0, 0, 0, 0]
+    main = [0, 0, 0, 0, 0]
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
                 on, waiting, _slices = stat.read().split()
-            counts = [int(on), int(waiting), 0, 0]
+            counts = [int(on), int(waiting), 0, 0, 0]
             with open(f"/proc/{pid}/task/{task}/status") as status:
                 for line in status:
                     if line.startswith("voluntary_ctxt_switches"):
                         counts[2] = int(line.split()[1])
                     elif line.startswith("nonvoluntary_ctxt_switches"):
                         counts[3] = int(line.split()[1])
+            with (
+                contextlib.suppress(FileNotFoundError),
+                open(f"/proc/{pid}/task/{task}/sched") as sched,
+            ):
+                for line in sched:
+                    if line.startswith("se.nr_migrations"):
+                        counts[4] = int(line.split(":")[1])
         except FileNotFoundError:
             continue  # a thread that ended
         total = [t + c for t, c in zip(total, counts, strict=True)]

@@ -74,6 +74,8 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
     args = ["--quick", "--json", str(result), "--update-docs", str(docs)]
     for scenario in scenarios:
         args += ["--scenario", scenario]
+    if "fanout" in scenarios:
+        args.append("--detail")  # the kernel's and the workers' counts, per side
     zyre_reason = zyre_worker_unavailable()
     code, out = _run_bench(args)
     assert code == 0, out
@@ -101,9 +103,15 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
     if "fanout" in scenarios:
         # raw pyzmq's SHOUT frames: the ceiling beside every fan-out, all delivered.
         fanout = [row for row in rows if row["scenario"].startswith("SHOUT to ")]
-        assert all(row["values"].get("raw") for row in fanout if row["measure"] != "lost"), out
+        ceiling = ("deliveries/s", "CPU per delivery, all processes, µs")
+        assert all(row["values"].get("raw") for row in fanout if row["measure"] in ceiling), out
         lost = [row["values"].get("raw") for row in fanout if row["measure"] == "lost"]
         assert lost and all(runs and not any(runs) for runs in lost), out
+        detail = {row["measure"]: row["values"] for row in fanout}
+        for side in ("sender", "sender main thread", "receivers"):
+            assert detail[f"{side}: CPU per delivery, µs"].get("trizre"), out
+            moves = detail[f"{side}: moves between CPUs per 1000 deliveries"]
+            assert all(run >= 0 for run in moves["trizre"]), out
     header = (
         "| scenario | measure | trizre | zyre (C) | pyre | raw pyzmq "
         "| trizre/zyre | trizre/pyre | trizre/raw | target |"

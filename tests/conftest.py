@@ -64,9 +64,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``make test`` runs two workers (``-n 2 --dist loadgroup``) so that the
     namespace tests, which mostly wait, overlap the rest.  Tests on loopback
     may share fixed ports (the ZRE beacon port 5670 among them), so they run
-    one at a time on one worker, as before; a ``netns`` test sends only
-    inside namespaces of its own and can run beside them.  Without xdist
-    the mark does nothing.
+    one at a time on one worker, as before.  A ``netns`` test sends only
+    inside namespaces of its own (the chaos run's Spark cluster excepted,
+    on 127.0.0.1 at ports the kernel picks), so it can run beside them.
+    Without xdist the mark does nothing.
     """
     for item in items:
         if item.get_closest_marker("netns") is None:

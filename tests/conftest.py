@@ -59,7 +59,7 @@ def links_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep every test that uses this machine's loopback on one xdist worker.
+    """Keep the tests on this machine's loopback to one xdist worker, one at a time.
 
     ``make test`` runs two workers (``-n 2 --dist loadgroup``) so that the
     tests that mostly wait overlap the rest.  Tests on loopback may share

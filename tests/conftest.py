@@ -62,25 +62,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep the tests on this machine's loopback to one xdist worker, one at a time.
 
     ``make test`` runs two workers (``-n 2 --dist loadgroup``) so that the
-    tests that mostly wait overlap the rest.  Tests on loopback may share
-    fixed ports (the ZRE beacon port 5670 among them), so they run one at a
-    time on one worker, as before.  Two kinds can run beside them:
-
-    * a ``netns`` test sends only inside namespaces of its own (the chaos
-      run's Spark cluster excepted, on 127.0.0.1 at ports the kernel
-      picks);
-    * a ``kernel_ports`` module (the audit's Spark tests) opens no ZRE
-      node and binds only ports the kernel picks.  Its tests stay together
-      on one worker, so that its module fixtures (a Spark session, a
-      cluster) start once.
-
-    Without xdist the marks do nothing.
+    namespace tests, which mostly wait, overlap the rest.  Tests on loopback
+    may share fixed ports (the ZRE beacon port 5670 among them), so they run
+    one at a time on one worker, as before.  A ``netns`` test sends only
+    inside namespaces of its own (the chaos run's Spark cluster excepted,
+    on 127.0.0.1 at ports the kernel picks), so it can run beside them.
+    Without xdist the mark does nothing.
     """
     for item in items:
-        if item.get_closest_marker("netns") is not None:
-            continue
-        if item.get_closest_marker("kernel_ports") is not None:
-            group = "module " + item.nodeid.split("::", 1)[0]
-        else:
-            group = "loopback"
-        item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("netns") is None:
+            item.add_marker(pytest.mark.xdist_group("loopback"))

@@ -60,7 +60,7 @@ from trizre.trace._writer import Tracer
 
 require_java()
 
-pytestmark = [pytest.mark.spark, pytest.mark.kernel_ports]  # see tests/conftest.py
+pytestmark = pytest.mark.spark
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 

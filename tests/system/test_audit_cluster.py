@@ -31,7 +31,7 @@ JAVA = require_java()
 from benchmarks.spark_cluster import spark_env, standalone_cluster  # noqa: E402
 from tests.support.audit_requests import request_cases  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.kernel_ports]  # see tests/conftest.py
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")

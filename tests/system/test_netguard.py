@@ -204,8 +204,6 @@ def test_swallowed_violation_still_fails_the_test(pytester: pytest.Pytester) -> 
 def test_loopback_tests_keep_to_one_xdist_worker(pytester: pytest.Pytester) -> None:
     """``make test``'s two workers never run two loopback tests at once (fixed ports).
 
-    A ``kernel_ports`` module's tests run on one worker, beside them or not.
-
     xdist groups by a suffix on the node id, which pytest 9.2 no longer takes
     (pytest-xdist issue 1386): ungrouped, the six tests spread over both
     workers and this fails.  Hence the pin on pytest in pyproject.toml.
@@ -214,27 +212,19 @@ def test_loopback_tests_keep_to_one_xdist_worker(pytester: pytest.Pytester) -> N
     pytester.makeconftest(
         f"import sys\nsys.path.insert(0, {str(root)!r})\nfrom tests.conftest import *  # noqa\n"
     )
-    pytester.makeini(
-        "[pytest]\nmarkers =\n    netns: in a namespace of its own\n    kernel_ports: no ZRE\n"
-    )
+    pytester.makeini("[pytest]\nmarkers =\n    netns: in a namespace of its own\n")
     lo_tests = "".join(f"def test_lo_{i}():\n    pass\n\n" for i in range(6))
     netns_tests = "".join(f"@pytest.mark.netns\ndef test_ns_{i}():\n    pass\n\n" for i in range(4))
     pytester.makepyfile(f"import pytest\n\n{lo_tests}{netns_tests}")
-    spark_tests = "".join(f"def test_spark_{i}():\n    pass\n\n" for i in range(6))
-    pytester.makepyfile(
-        test_spark=f"import pytest\n\npytestmark = pytest.mark.kernel_ports\n\n{spark_tests}"
-    )
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
     )
-    result.assert_outcomes(passed=16)
+    result.assert_outcomes(passed=10)
     # "[gw0] [ 10%] PASSED test_x.py::test_lo_0@loopback"
     ran_on = {
         line.split("::")[-1].split("@")[0].strip(): line.split("]")[0].lstrip("[")
         for line in result.outlines
         if line.startswith("[gw") and " PASSED " in line
     }
-    assert len(ran_on) == 16, result.outlines
+    assert len(ran_on) == 10, result.outlines
     assert len({ran_on[f"test_lo_{i}"] for i in range(6)}) == 1, ran_on
-    # A kernel_ports module keeps together too (its module fixtures start once).
-    assert len({ran_on[f"test_spark_{i}"] for i in range(6)}) == 1, ran_on

@@ -17,15 +17,27 @@ that made it, and nothing here links against a file whose name changes
 with every pyzmq release.  Anything unexpected (another pyzmq layout, a
 function missing, a libzmq other than 4.x) raises ``ImportError`` at
 import, and the pure-Python loop is used.
+
+What it makes is untracked by the cyclic garbage collector, as are the
+events made from it (:func:`untrack_events`): a message's frames and a
+Whisper's or Shout's fields hold only ``bytes``, ``str`` and a ``UUID``,
+so none can be part of a reference cycle.  Left tracked, each one still
+queued at a collection is traversed, promoted and traversed again, and a
+flood's worth of them brings full collections of the whole heap: about a
+tenth of a receiving thread's time in a fan-out (docs/benchmarks.md).
 """
 
 import os
 
 import zmq
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_FromStringAndSize
+from cpython.tuple cimport PyTuple_CheckExact
 from libc.errno cimport EAGAIN, EINTR
 from libc.stddef cimport size_t
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object)  # safe on an object already untracked
 
 cdef extern from "<dlfcn.h>" nogil:
     void *dlopen(const char *, int)
@@ -176,6 +188,31 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
             if size > limit:
                 frames[1:] = [oversize]
             octets += size
+        PyObject_GC_UnTrack(frames)  # bytes only: see the module docstring
         batch.append(frames)
     return octets, 0
+
+
+def untrack_events(list events, tuple kinds):
+    """Untrack from the cyclic GC each event of ``events`` that cannot be in a cycle.
+
+    That is an event whose type is one of ``kinds`` (the caller's word that
+    its other fields hold no container: Whisper and Shout) and whose
+    ``frames`` is a tuple of ``bytes``; the event and that tuple are
+    untracked.  Any other item is left as it is.  Untracking changes no
+    value and no lifetime: reference counting frees each event as before.
+    """
+    cdef object event, frames, frame
+    for event in events:
+        if type(event) not in kinds:
+            continue
+        frames = event.frames
+        if not PyTuple_CheckExact(frames):
+            continue
+        for frame in <tuple>frames:
+            if not PyBytes_CheckExact(frame):
+                break
+        else:
+            PyObject_GC_UnTrack(frames)
+            PyObject_GC_UnTrack(event)
 

@@ -130,6 +130,21 @@ def inbox_read() -> tuple[str, str]:
     return "python", _pure_why
 
 
+def untrack_events(events: list[Any], kinds: tuple[type, ...]) -> None:
+    """Untrack received events from the cyclic GC, with the compiled read; else nothing.
+
+    Each event of ``events`` whose type is one of ``kinds`` and whose
+    ``frames`` is a tuple of ``bytes`` is untracked, with that tuple: the
+    caller vouches that such an event holds no other container (Whisper
+    and Shout), so it can never be in a reference cycle.  Values and
+    lifetimes are unchanged; what changes is that a collection no longer
+    traverses and promotes every event still queued (see ``_zread.pyx``).
+    Other items are left as they are; never raises for them.
+    """
+    if _zread is not None:
+        _zread.untrack_events(events, kinds)
+
+
 def _zmq_error(error: int) -> zmq.ZMQError:
     """What pyzmq's own read raises for libzmq's ``error`` (an errno)."""
     if error == zmq.ETERM:

@@ -1119,7 +1119,8 @@ def main() -> int:
         "--detail",
         action="store_true",
         help="fanout: also the sender's and the receivers' CPU apart, the kernel's run-queue "
-        "waits and sleeps per process, and trizre's counts from inside (waits, batches, wake-ups)",
+        "waits and sleeps per process, and trizre's counts from inside (waits, batches, "
+        "wake-ups, garbage collections)",
     )
     parser.add_argument(
         "--trizre-send-hwm",

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -193,7 +194,9 @@ class Detail:
     the time it slept there, and task steps; wrappers count the senders'
     waits for room at a full peer (``PeerSession.send``) and the inbox
     batches read (``receive_batch`` of the TCP and in-memory inboxes).  The
-    wrappers add a coroutine frame to what they wrap, a little CPU.
+    wrappers add a coroutine frame to what they wrap, a little CPU.  A
+    ``gc.callbacks`` hook counts the cyclic collector's collections (all
+    generations, and the full ones apart) and times them.
     """
 
     def __init__(self) -> None:
@@ -201,8 +204,16 @@ class Detail:
 
         from trizre.transport import _links, _session, _zsock  # noqa: PLC0415
 
-        self.counts = {"io_waits": 0, "slept": 0, "steps": 0, "full_waits": 0, "batches": 0}
-        self.times = {"idle_s": 0.0, "full_wait_s": 0.0}
+        self.counts = {
+            "io_waits": 0,
+            "slept": 0,
+            "steps": 0,
+            "full_waits": 0,
+            "batches": 0,
+            "gc_collections": 0,
+            "gc_full_collections": 0,
+        }
+        self.times = {"idle_s": 0.0, "full_wait_s": 0.0, "gc_s": 0.0}
         detail = self
         counts, times = self.counts, self.times
 
@@ -225,6 +236,17 @@ class Detail:
                 counts["steps"] += 1
 
         self.instrument = Instrument()
+        collecting = [0.0]
+
+        def collection(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                collecting[0] = perf_counter()
+                return
+            counts["gc_collections"] += 1
+            counts["gc_full_collections"] += info["generation"] == 2
+            times["gc_s"] += perf_counter() - collecting[0]
+
+        gc.callbacks.append(collection)
         send = _session.PeerSession.send
 
         async def counted_send(session: Any, build: Any) -> int:
@@ -260,6 +282,9 @@ class Detail:
             (self.times["idle_s"] - times["idle_s"]) / wall if wall else 0.0
         )
         out["waiting at full peers, s"] = self.times["full_wait_s"] - times["full_wait_s"]
+        out["share of the run in garbage collection"] = (
+            (self.times["gc_s"] - times["gc_s"]) / wall if wall else 0.0
+        )
         return out
 
 

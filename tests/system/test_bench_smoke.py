@@ -112,6 +112,10 @@ def test_scenario_runs_quick(scenarios: tuple[str, ...], tmp_path: Path) -> None
             assert detail[f"{side}: CPU per delivery, µs"].get("trizre"), out
             moves = detail[f"{side}: moves between CPUs per 1000 deliveries"]
             assert all(run >= 0 for run in moves["trizre"]), out
+        for side in ("sender", "receivers"):  # the collector's, counted inside each worker
+            share = detail[f"{side}: share of the run in garbage collection"]["trizre"]
+            assert share and all(0 <= run < 1 for run in share), out
+            assert f"{side}: gc_full_collections per 1000 deliveries" in detail, out
     header = (
         "| scenario | measure | trizre | zyre (C) | pyre | raw pyzmq "
         "| trizre/zyre | trizre/pyre | trizre/raw | target |"

@@ -477,6 +477,7 @@ class NodeShell:
         self, peer: PeerSession, events: Sequence[PeerEvent], now: float
     ) -> list[Action[PeerSession]]:
         """The core's verdict on what a message gave: taken right after the protocol's."""
+        untrack_events(events, _DATA_EVENTS)  # as _run's: a full subscriber's wait is long
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
             if self._watch_links and isinstance(peer.link, TcpLink) and self._nursery is not None:

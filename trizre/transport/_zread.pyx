@@ -193,7 +193,7 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
     return octets, 0
 
 
-def untrack_events(list events, tuple kinds):
+def untrack_events(events, tuple kinds):
     """Untrack from the cyclic GC each event of ``events`` that cannot be in a cycle.
 
     That is an event whose type is one of ``kinds`` (the caller's word that

@@ -70,7 +70,7 @@ import math
 import os
 import resource
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from time import perf_counter
@@ -130,7 +130,7 @@ def inbox_read() -> tuple[str, str]:
     return "python", _pure_why
 
 
-def untrack_events(events: list[Any], kinds: tuple[type, ...]) -> None:
+def untrack_events(events: Iterable[object], kinds: tuple[type, ...]) -> None:
     """Untrack received events from the cyclic GC, with the compiled read; else nothing.
 
     Each event of ``events`` whose type is one of ``kinds`` and whose

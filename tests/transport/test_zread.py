@@ -212,8 +212,9 @@ def test_untrack_events_untracks_only_what_cannot_be_in_a_cycle(read_way: str) -
     if read_way == "pure":
         assert tracked == [(True, True)] * 3 + [(True, False)]  # () is a shared constant
     else:
-        # Bytes-only frames: the event and its tuple.  A bytearray frame (a
-        # container's subclass could hold anything): both left as they are.
+        # Bytes-only frames: the event and its tuple.  Any other frame (here
+        # a bytearray; a subclass of bytes could carry attributes): both
+        # left as they are.
         assert tracked == [(False, False), (False, False), (True, True), (False, False)]
     assert gc.is_tracked(events[4])  # not one of the kinds named
     assert events == _data_events()  # untracking changes no value

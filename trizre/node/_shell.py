@@ -84,7 +84,7 @@ __all__ = ["NodeShell"]
 log = logging.getLogger("trizre.node")
 
 _BATCH: Final = 256
-# What the receive path's runs are made of: events that hold no container.
+# The receive path's events: none of their fields can lead back to them (untrack_events).
 _DATA_EVENTS: Final[tuple[type, ...]] = (Whisper, Shout)
 # A message a leading subscriber left the reader: as read, or read with the core's verdict.
 _Pending: TypeAlias = "list[bytes] | tuple[PeerSession, list[bytes], list[Action[PeerSession]]]"
@@ -477,7 +477,7 @@ class NodeShell:
         self, peer: PeerSession, events: Sequence[PeerEvent], now: float
     ) -> list[Action[PeerSession]]:
         """The core's verdict on what a message gave: taken right after the protocol's."""
-        untrack_events(events, _DATA_EVENTS)  # as _run's: a full subscriber's wait is long
+        untrack_events(events, _DATA_EVENTS)  # as _run does: these wait for a full subscriber
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
             if self._watch_links and isinstance(peer.link, TcpLink) and self._nursery is not None:

@@ -215,4 +215,3 @@ def untrack_events(events, tuple kinds):
         else:
             PyObject_GC_UnTrack(frames)
             PyObject_GC_UnTrack(event)
-

@@ -1,8 +1,8 @@
-"""The compiled inbox read (``_zread.pyx``) and the pure-Python loop read alike (issue 28).
+"""The compiled inbox read and sends (``_zread.pyx``) and the pure-Python loops alike (issue 28).
 
-Each test runs both ways: compiled (when built; ``make`` builds it, and
-CI fails if it is missing: ``TRIZRE_EXPECT_COMPILED``) and pure
-(``_zsock._zread`` set to ``None``, as ``TRIZRE_PURE_PYTHON=1`` does).
+Each test with ``read_way`` runs both ways: compiled (when built; ``make``
+builds it, and CI fails if it is missing: ``TRIZRE_EXPECT_COMPILED``) and
+pure (``_zsock._zread`` set to ``None``, as ``TRIZRE_PURE_PYTHON=1`` does).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -172,6 +173,109 @@ async def test_a_batch_holds_at_most_max_messages_and_keeps_the_order(read_way: 
                 await dealer.send([b"%d" % seq])
             got = await _take(router, 50, max_messages=3)
     assert got == [[b"me", b"%d" % seq] for seq in range(50)]
+
+
+async def test_sends_reach_the_peer_whole_and_in_order(read_way: str) -> None:
+    # The first send of a turn goes through ZSocket._send, the rest are held
+    # and handed over together (_flush_cork): both compiled, or both pyzmq.
+    sender = ZSocket(_socket(zmq.DEALER), cork=True)
+    receiver = ZSocket(_socket(zmq.DEALER))
+    like = [bytearray(b"bytes-like"), memoryview(b"view"), b"plain"]
+    try:
+        receiver.zmq_socket.bind(f"inproc://sends-{uuid.uuid4()}")
+        sender.zmq_socket.connect(receiver.zmq_socket.getsockopt_string(zmq.LAST_ENDPOINT))
+        with trio.fail_after(10):
+            for message in MESSAGES:
+                assert sender.send_nowait(message)
+            assert sender._cork  # held: handed over when the turn ends
+            await sender.send(like)  # type: ignore[arg-type]
+            got = await _take(receiver, len(MESSAGES) + 1)
+    finally:
+        sender.close()
+        receiver.close()
+    assert got == [*MESSAGES, [b"bytes-like", b"view", b"plain"]]
+
+
+def _compiled() -> Any:
+    if _zsock._zread is None:
+        pytest.skip("the compiled read is not built (scripts/build_ext.py)")
+    return _zsock._zread
+
+
+def _inproc_pair(hwm: int) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
+    """A DEALER whose peer takes ``hwm`` messages before libzmq says EAGAIN.
+
+    Over inproc the pipe holds the sender's SNDHWM plus the receiver's
+    RCVHWM; with nothing read, that many sends succeed, then none.
+    """
+    tx, rx = context().socket(zmq.DEALER), context().socket(zmq.DEALER)
+    tx.setsockopt(zmq.SNDHWM, hwm - 1)
+    rx.setsockopt(zmq.RCVHWM, 1)
+    endpoint = f"inproc://hwm-{uuid.uuid4()}"
+    rx.bind(endpoint)
+    tx.connect(endpoint)
+    return tx, rx
+
+
+def test_write_hands_over_oldest_first_until_libzmq_is_full() -> None:
+    zread = _compiled()
+    tx, rx = _inproc_pair(hwm=3)
+    try:
+        held = deque([(b"%d" % i, b"tail") for i in range(5)])
+        assert zread.write(tx.underlying, held) == zmq.EAGAIN
+        assert list(held) == [(b"3", b"tail"), (b"4", b"tail")]  # the rest stay, in order
+        assert [rx.recv_multipart(zmq.NOBLOCK) for _ in range(3)] == [
+            [b"%d" % i, b"tail"] for i in range(3)
+        ]
+        assert tx.poll(5000, zmq.POLLOUT)  # libzmq tells the sender of the room
+        assert zread.write(tx.underlying, held) == 0  # the rest go
+        assert not held
+        assert [rx.recv_multipart(zmq.NOBLOCK) for _ in range(2)] == [
+            [b"3", b"tail"],
+            [b"4", b"tail"],
+        ]
+        assert zread.write(tx.underlying, deque()) == 0
+    finally:
+        tx.close(linger=0)
+        rx.close(linger=0)
+
+
+def test_a_bad_message_raises_before_any_of_its_frames_is_sent() -> None:
+    zread = _compiled()
+    tx, rx = _inproc_pair(hwm=10)
+    try:
+        with pytest.raises(TypeError):
+            zread.send(tx.underlying, [b"first", "not bytes"])
+        with pytest.raises(ValueError, match="at least one frame"):
+            zread.send(tx.underlying, [])
+        held = deque([(b"ok",), (b"first", 7), (b"after",)])
+        with pytest.raises(TypeError):
+            zread.write(tx.underlying, held)
+        assert list(held) == [(b"first", 7), (b"after",)]  # sent ones removed, the bad one kept
+        assert zread.send(tx.underlying, (b"last",)) == 0
+        # No frame of a bad message went: the next message is not glued to it.
+        assert [rx.recv_multipart(zmq.NOBLOCK) for _ in range(2)] == [[b"ok"], [b"last"]]
+        with pytest.raises(zmq.Again):
+            rx.recv_multipart(zmq.NOBLOCK)
+    finally:
+        tx.close(linger=0)
+        rx.close(linger=0)
+
+
+async def test_a_send_libzmq_refuses_raises_its_error(read_way: str) -> None:
+    # A SUB socket cannot send: libzmq says ENOTSUP, raised as pyzmq raises it.
+    sub = ZSocket(context().socket(zmq.SUB), cork=True)
+    try:
+        with pytest.raises(zmq.ZMQError) as refused:
+            sub.send_nowait([b"x"])
+        assert refused.value.errno == zmq.ENOTSUP
+        sub._cork = deque([(b"held",)])  # as if held in an earlier turn
+        with pytest.raises(zmq.ZMQError) as refused:
+            sub._flush_cork()
+        assert refused.value.errno == zmq.ENOTSUP
+        assert list(sub._cork) == [(b"held",)]
+    finally:
+        sub.close()
 
 
 def test_libzmq_errors_are_raised_as_pyzmq_raises_them() -> None:

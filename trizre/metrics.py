@@ -181,8 +181,8 @@ class NodeCollector(Collector):
         yield peers
         info = GaugeMetricFamily(
             "trizre_node_info",
-            "Always 1: the node's trizre version, and which inbox read its process uses "
-            "(compiled, or python: see trizre version --verbose).",
+            "Always 1: the node's trizre version, and which inbox read (and sends) its process "
+            "uses (compiled, or python: see trizre version --verbose).",
             labels=["node", "version", "inbox_read"],
         )
         info.add_metric([*label, __version__, inbox_read()[0]], 1.0)

@@ -55,11 +55,11 @@ def test_version_verbose_says_which_inbox_read_runs() -> None:
     lines = cli("version", "--verbose").stdout.splitlines()
     assert lines[0] == f"trizre {trizre.__version__}"
     read, detail = inbox_read()  # this process imported trizre as the command does
-    assert lines[1] == f"inbox read: {read} ({detail})"
+    assert lines[1] == f"inbox read and sends: {read} ({detail})"
     assert re.fullmatch(r"python 3\.\d+\.\d+, trio \S+, pyzmq \S+, libzmq 4\.\d+\.\d+", lines[2])
     assert len(lines) == 3
     pure = cli("version", "-v", env={**os.environ, "TRIZRE_PURE_PYTHON": "1"}).stdout
-    assert pure.splitlines()[1] == "inbox read: python (TRIZRE_PURE_PYTHON is set)"
+    assert pure.splitlines()[1] == "inbox read and sends: python (TRIZRE_PURE_PYTHON is set)"
 
 
 @pytest.mark.parametrize(

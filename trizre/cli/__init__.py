@@ -68,7 +68,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         "-v",
         "--verbose",
         action="store_true",
-        help="also which inbox read this process uses (compiled or pure Python, and why) "
+        help="also which inbox read and sends this process uses (compiled or pure Python, "
+        "and why) "
         "and the versions of Python, trio, pyzmq and libzmq",
     )
     version.set_defaults(module=None)
@@ -88,7 +89,7 @@ def _version(*, verbose: bool) -> str:
     python = ".".join(map(str, sys.version_info[:3]))
     return (
         f"trizre {__version__}\n"
-        f"inbox read: {read} ({detail})\n"
+        f"inbox read and sends: {read} ({detail})\n"
         f"python {python}, trio {trio.__version__}, pyzmq {zmq.__version__}, "
         f"libzmq {zmq.zmq_version()}"
     )

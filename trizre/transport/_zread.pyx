@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The inbox read of :meth:`trizre.transport._zsock.ZSocket.receive_batch`, and its sends, compiled (issue 28).
+"""ZSocket's inbox read (``receive_batch``) and its sends, compiled (issue 28).
 
 Optional: built from this file by ``scripts/build_ext.py`` (``make``
 runs it); without it, or with ``TRIZRE_PURE_PYTHON=1``, the pure-Python
-loop in ``_zsock.py`` reads instead and behaves the same.
+loops in ``_zsock.py`` read, and pyzmq sends, instead; they behave the
+same.
 
 Why: in Python every frame read costs a pyzmq ``Frame`` object (the only
 way to learn RCVMORE without pyzmq building an enum per call), about

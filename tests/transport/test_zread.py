@@ -44,11 +44,17 @@ MESSAGES: list[list[bytes]] = [
 ]
 
 
+def _compiled() -> Any:
+    """The compiled module; the test is skipped where it is not built."""
+    if _zsock._zread is None:
+        pytest.skip("the compiled read is not built (scripts/build_ext.py)")
+    return _zsock._zread
+
+
 @pytest.fixture(params=["compiled", "pure"])
 def read_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "compiled":
-        if _zsock._zread is None:
-            pytest.skip("the compiled read is not built (scripts/build_ext.py)")
+        _compiled()
     else:
         monkeypatch.setattr(_zsock, "_zread", None)
     return str(request.param)
@@ -196,12 +202,6 @@ async def test_sends_reach_the_peer_whole_and_in_order(read_way: str) -> None:
     assert got == [*MESSAGES, [b"bytes-like", b"view", b"plain"]]
 
 
-def _compiled() -> Any:
-    if _zsock._zread is None:
-        pytest.skip("the compiled read is not built (scripts/build_ext.py)")
-    return _zsock._zread
-
-
 def _inproc_pair(hwm: int) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
     """A DEALER whose peer takes ``hwm`` messages before libzmq says EAGAIN.
 
@@ -318,8 +318,7 @@ def test_untrack_events_untracks_only_what_cannot_be_in_a_cycle(read_way: str) -
 
 
 def test_untrack_events_leaves_kinds_not_named_alone() -> None:
-    if _zsock._zread is None:
-        pytest.skip("the compiled read is not built (scripts/build_ext.py)")
+    _compiled()
     events = _data_events()
     _zsock.untrack_events(events, (Shout,))
     assert [gc.is_tracked(e) for e in events] == [True, False, True, False, True]

@@ -788,26 +788,49 @@ async def test_cancelled_receive_batch_loses_no_event(
         assert taken + await drain(stream) == [e3, e4, Stop()]
 
 
-async def test_receive_batch_without_waiting_passes_a_schedule_point_every_32_events() -> None:
+async def test_receive_batch_without_waiting_passes_a_schedule_point_every_256_events() -> None:
     with trio.fail_after(5):
-        fanout, (stream,) = subscribed((100, "block"))
-        for event in joins(100):
+        fanout, (stream,) = subscribed((600, "block"))
+        for event in joins(600):
             assert fanout.publish_nowait(event)
         task = trio.lowlevel.current_task()
         yielded = task._schedule_points
         with trio.testing.assert_checkpoints():
-            assert len(await stream.receive_batch(40)) == 40  # 40 since the last
+            assert len(await stream.receive_batch(300)) == 300  # 300 since the last
         assert task._schedule_points == yielded + 1
-        for _ in range(3):
-            assert len(await stream.receive_batch(10)) == 10  # 10, 20, 30: none
+        for _ in range(21):
+            assert len(await stream.receive_batch(12)) == 12  # 12 ... 252: none
         assert task._schedule_points == yielded + 1
-        assert len(await stream.receive_batch(10)) == 10  # 40: one
+        assert len(await stream.receive_batch(4)) == 4  # 256: one
         assert task._schedule_points == yielded + 2
         with trio.CancelScope() as scope:  # cancellation is checked on every call
             scope.cancel()
             await stream.receive_batch(1)
         assert scope.cancelled_caught
-        assert stream.statistics().current_buffer_used == 20
+        assert stream.statistics().current_buffer_used == 600 - 300 - 21 * 12 - 4
+
+
+async def test_iterating_buffered_events_passes_a_schedule_point_every_256() -> None:
+    with trio.fail_after(5):
+        fanout, (stream,) = subscribed((600, "block"))
+        events = joins(600)
+        for event in events:
+            assert fanout.publish_nowait(event)
+        task = trio.lowlevel.current_task()
+        yielded = task._schedule_points
+        got = [await stream.__anext__() for _ in range(255)]
+        assert task._schedule_points == yielded  # none yet: all were buffered
+        with trio.testing.assert_checkpoints():
+            got.append(await stream.__anext__())  # the 256th
+        assert task._schedule_points == yielded + 1
+        got += [await stream.__anext__() for _ in range(256)]
+        assert task._schedule_points == yielded + 2
+        with trio.CancelScope() as scope:  # cancellation is checked on every call
+            scope.cancel()
+            await stream.__anext__()
+        assert scope.cancelled_caught
+        got += [await stream.__anext__() for _ in range(600 - 512)]
+        assert got == events  # in order, none lost to the cancelled call
 
 
 @pytest.mark.parametrize("bad", [0, -1])

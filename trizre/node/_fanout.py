@@ -45,13 +45,18 @@ __all__ = ["EventStream", "EventsIdle", "Fanout", "Overflow"]
 
 Overflow = Literal["block", "raise"]
 
-_YIELD_EVERY: Final = 32
-
 RUN_UNBOUNDED: Final = sys.maxsize
 """What :meth:`Fanout.room` says when no subscriber would make a publisher wait."""
 
 BATCH: Final = 256
 """What :meth:`EventStream.receive_batch` hands out at most by default."""
+
+# Buffered events handed out between two schedule points: a batch's worth,
+# as one receive_batch() call hands out and as the inbox reads off its
+# socket without yielding.  Each one with nothing else runnable is a turn
+# of the run loop (an epoll_wait); at 32, a receiver of 90-message SHOUT
+# batches took three turns a batch (docs/benchmarks.md, issue 28).
+_YIELD_EVERY: Final = BATCH
 
 
 class EventsIdle(NodeError, trio.TooSlowError):
@@ -296,7 +301,7 @@ class EventStream(trio.abc.ReceiveChannel[Event]):
         ``trio.EndOfChannel``.
 
         Schedule points: a call that waited passed one; calls that did not
-        wait pass one once they have handed out 32 events since the last
+        wait pass one once they have handed out 256 events since the last
         (as :meth:`receive`), so a loop over them still lets other tasks
         run, and ``max_events`` bounds what one call hands out between two
         of them.  Cancellation is checked on every call; a cancelled call

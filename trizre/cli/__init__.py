@@ -69,8 +69,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         "--verbose",
         action="store_true",
         help="also which inbox read and sends this process uses (compiled or pure Python, "
-        "and why) "
-        "and the versions of Python, trio, pyzmq and libzmq",
+        "and why) and the versions of Python, trio, pyzmq and libzmq",
     )
     version.set_defaults(module=None)
     return parser

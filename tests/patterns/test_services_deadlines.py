@@ -162,7 +162,7 @@ def test_the_first_attempts_ranking_is_the_documented_one() -> None:
                 client._last_used.get(w.int, -1),
             ),
         )
-        assert client._choose("echo", router.open(rng.getrandbits(64), "echo")) == expected
+        assert client._target(0, router.open(rng.getrandbits(64), "echo")) == expected
 
 
 def test_the_deadline_heap_stays_bounded_when_each_deadline_is_earlier() -> None:
@@ -194,12 +194,12 @@ def test_the_first_attempt_asks_only_its_choice_whether_it_is_responsive() -> No
         router.load[worker.int] = load
     client._last_used[workers[1].int] = 5
     client._last_used[workers[3].int] = 2
-    assert client._choose("echo", router.open(1, "echo")) == workers[3]  # least recently used
+    assert client._target(0, router.open(1, "echo")) == workers[3]  # least recently used
     assert asked == [workers[3]]
     # The least loaded is unresponsive: the next one up, as the full ranking says.
     asked.clear()
     node.unresponsive.update({workers[1], workers[3]})
-    assert client._choose("echo", router.open(2, "echo")) == workers[2]
+    assert client._target(0, router.open(2, "echo")) == workers[2]
 
 
 class _Held:

@@ -167,9 +167,11 @@ async def _request(
         request_id = new_request_id()
     # encode rejects frames that are not bytes (TypeError) before anything waits
     message = proto.encode_request(request_id, service, frames)
-    async with router.in_flight:  # backpressure: at most max_in_flight at once
+    in_flight = router.in_flight
+    await in_flight.acquire()  # backpressure: at most max_in_flight at once
+    try:
         pending = router.open(request_id, service)
-        trace = None if router.node.tracer is None else _trace_observer(router.node)
+        trace = None if router.tracer is None else _trace_observer(router.node)
         retry = Retry(
             policy,
             request_id,
@@ -224,3 +226,5 @@ async def _request(
             )
         finally:
             router.close(request_id)
+    finally:
+        in_flight.release()

@@ -23,6 +23,7 @@ from .._concurrency import (
     clock_reader,
     unwrap_single_exception_group,
 )
+from ..trace._writer import Tracer
 from . import _protocol as proto
 from ._errors import PatternError
 from ._port import PatternPort, open_port
@@ -276,17 +277,26 @@ class InFlight:
         self._waiters = Wakeup()
 
     async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+    async def acquire(self) -> None:
+        """Take a place (``async with``'s entry); a cancellation point, and a
+        schedule point only when it must wait."""
         await checkpoint_if_cancelled()
         # .waiting, not bool(lot): every request enters and leaves, and
         # asking the lot is a call each time.
         if self._free and not self._waiters.waiting:
             self._free -= 1
             return
-        # Unparked means a place was handed over (see __aexit__); a cancelled
+        # Unparked means a place was handed over (see release); a cancelled
         # park leaves the lot without one.
         await self._waiters.wait()
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def release(self) -> None:
+        """Give a place back (``async with``'s exit): to the longest waiter, if any."""
         if not (self._waiters.waiting and self._waiters.wake_one()):
             self._free += 1  # else the place passes straight to the waiter
 
@@ -336,6 +346,10 @@ class ReplyRouter:
         # trio.current_time() makes three (a router made outside a run, a
         # test's, reads it the long way).
         self.now: Callable[[], float] = trio.current_time
+        # The node's tracer, set by open_reply_router (it is fixed for the
+        # node's life): every request asks it, and the node's property is a
+        # Python call.  A router run by itself (run(), tests') traces nothing.
+        self.tracer: Tracer | None = None
         self._clock_scope: trio.CancelScope | None = None
 
     def open(self, request_id: int, service: str = "") -> _Pending:
@@ -536,6 +550,7 @@ async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncItera
     """A reply router fed by the node's pattern port (one decode per envelope per node)."""
     router = ReplyRouter(node, max_in_flight)
     router.now = clock_reader()
+    router.tracer = node.tracer
     async with open_port(node) as port:
         router.port = port
         port.add_router(router)

@@ -74,10 +74,8 @@ class ServiceClient:
 
     def _target(self, _attempt: int, pending: _Pending) -> UUID | None:
         """The worker for ``pending``'s next send (``_request``'s ``target``)."""
-        return self._choose(pending.service, pending)
-
-    def _choose(self, service: str, pending: _Pending) -> UUID | None:
         node = self._router.node
+        service = pending.service
         workers = node.peers_by_group(service)
         if not workers:
             return None
@@ -121,7 +119,7 @@ class ServiceClient:
                 choice = self._rank_all(workers)
         self._uses += 1
         self._last_used[choice.int] = self._uses
-        if (tracer := node.tracer) is not None:
+        if (tracer := router.tracer) is not None:
             tracer.record(
                 kinds.WORKER_CHOSEN,
                 rid=f"{pending.request_id:016x}",

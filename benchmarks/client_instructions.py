@@ -160,8 +160,15 @@ def _instructions(requests: int, least: bool) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--more", type=int, default=5000)
+    parser.add_argument(
+        "--requests", type=int, default=1000, help="the first counted run's (default 1000)"
+    )
+    parser.add_argument(
+        "--more",
+        type=int,
+        default=5000,
+        help="the second run's requests beyond those, the count's divisor (default 5000)",
+    )
     parser.add_argument("--least", action="store_true", help="the least client instead")
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # one counted run
     args = parser.parse_args()

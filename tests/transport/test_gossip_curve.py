@@ -415,7 +415,9 @@ async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: 
                 assert [peer["name"] for peer in peers] == ["hub"]
     for args, words in (
         (
-            [*base, "--gossip-server-key", hub_cert.public_z85],
+            # KEY=, as the help says: a Z85 key may begin with '-' (1 in 82),
+            # which argparse would take for an option.
+            [*base, f"--gossip-server-key={hub_cert.public_z85}"],
             "needs --gossip (the hubs) and --curve",
         ),
         ([*base, *curve, "--gossip-server-key", "nonsense"], "neither a Z85 key nor a certificate"),

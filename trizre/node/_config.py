@@ -417,9 +417,8 @@ class NodeConfig:
             flag=CliFlag(
                 "--gossip-server-key",
                 "KEY",
-                "gossip over CURVE: the --gossip hubs' public key (Z85; write "
-                "--gossip-server-key=KEY when it begins with '-'), or its certificate file; "
-                "needs --curve",
+                "gossip over CURVE: the --gossip hubs' public key (Z85, even one that "
+                "begins with '-'), or its certificate file; needs --curve",
             ),
         ),
     )

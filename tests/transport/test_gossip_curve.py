@@ -415,8 +415,8 @@ async def test_the_cli_gossips_over_curve_with_a_key_or_a_certificate(tmp_path: 
                 assert [peer["name"] for peer in peers] == ["hub"]
     for args, words in (
         (
-            # KEY=, as the help says: a Z85 key may begin with '-' (1 in 82),
-            # which argparse would take for an option.
+            # The = form; test_cli checks the separate one with a key that
+            # begins with '-' (1 key in 82), which argparse alone refused.
             [*base, f"--gossip-server-key={hub_cert.public_z85}"],
             "needs --gossip (the hubs) and --curve",
         ),

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import sys
 from collections.abc import Sequence
 
@@ -95,37 +94,19 @@ def _version(*, verbose: bool) -> str:
     )
 
 
-# A CURVE public key as Z85 text: 40 characters of ZeroMQ's alphabet.
-_Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
-
-
-def _keys_attached(args: list[str]) -> list[str]:
-    """``--gossip-server-key KEY`` as ``--gossip-server-key=KEY`` when KEY is a
-    Z85 key that begins with '-' (about 1 key in 82): argparse would take it
-    for an option and stop with "expected one argument"."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        key = args[i + 1] if i + 1 < len(args) else ""
-        if arg == "--gossip-server-key" and key.startswith("-") and _Z85_KEY.fullmatch(key):
-            out.append(f"{arg}={key}")
-            i += 2
-        else:
-            out.append(arg)
-            i += 1
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; returns its exit code (2 for usage errors)."""
-    args_list = _keys_attached(list(sys.argv[1:] if argv is None else argv))
+    args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "audit":
         from ..audit.cli import main as audit_main  # noqa: PLC0415 - optional extra
 
         return audit_main(args_list[1:])
     selected = next((arg for arg in args_list if not arg.startswith("-")), None)
     parser = build_parser(selected)
+    if selected in COMMANDS:  # a command that may start a node (conformance does not)
+        from ._common import attach_keys  # noqa: PLC0415
+
+        args_list = attach_keys(args_list)
     try:
         args, extras = parser.parse_known_args(args_list)
         if extras:

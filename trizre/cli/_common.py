@@ -31,6 +31,7 @@ from .._concurrency import unwrap_single_exception_group
 from ..node._config import options
 from ..node._node import Node
 from ..node._options import CliFlag, Option, show_default
+from ..transport._curve import _Z85_SIZE as _KEY_LENGTH  # a CURVE key as Z85 text
 from ..transport._interfaces import ENV_VAR
 
 EXIT_OK: Final = 0
@@ -99,6 +100,26 @@ def node_flags() -> list[tuple[str, Any, Option, CliFlag]]:
 def _flag(option: str) -> str:
     """The flag of a node option, as declared (for messages that name it)."""
     return next(flag.name for name, _, _, flag in node_flags() if name == option)
+
+
+def attach_keys(args: list[str]) -> list[str]:
+    """``FLAG KEY`` as ``FLAG=KEY`` for a node flag that takes a key (``CliFlag.key``)
+    when KEY begins with '-': argparse would take it for an option and stop
+    with "expected one argument".  A key is 40 characters, as :func:`_server_key`
+    reads it; any other word after the flag is left to argparse."""
+    keyed = {flag.name for _, _, _, flag in node_flags() if flag.key}
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        value = args[i + 1] if i + 1 < len(args) else ""
+        if arg in keyed and value.startswith("-") and len(value) == _KEY_LENGTH:
+            out.append(f"{arg}={value}")
+            i += 2
+        else:
+            out.append(arg)
+            i += 1
+    return out
 
 
 def add_node_options(parser: argparse.ArgumentParser) -> None:
@@ -197,7 +218,7 @@ def node_kwargs(args: argparse.Namespace, name: str | None = None) -> dict[str, 
 
 def _server_key(text: str) -> Certificate | str:
     """A hub's key: 40 characters of Z85, else a (public) certificate file."""
-    if len(text) == 40 and not os.path.exists(text):
+    if len(text) == _KEY_LENGTH and not os.path.exists(text):
         return text
     try:
         return Certificate.load(text).public_only()

@@ -419,6 +419,7 @@ class NodeConfig:
                 "KEY",
                 "gossip over CURVE: the --gossip hubs' public key (Z85, even one that "
                 "begins with '-'), or its certificate file; needs --curve",
+                key=True,
             ),
         ),
     )

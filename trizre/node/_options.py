@@ -26,6 +26,9 @@ class CliFlag:
 
     ``help`` may hold ``{default}``, replaced by the option's default.
     ``repeat``: the flag may be given several times, each adding a value.
+    ``key``: its value may be a Z85 key (40 characters), which begins with
+    '-' about 1 time in 82; the command line reads such a word after the
+    flag as its value, where argparse alone would take it for an option.
     The command line parses the value by the option's unit (seconds, a
     port) or its default's type (a number), so a bad one is a usage
     error, and passes it to ``open_node``; a flag with a meaning of its own
@@ -36,6 +39,7 @@ class CliFlag:
     metavar: str
     help: str
     repeat: bool = False
+    key: bool = False
 
 
 @final

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from trizre._concurrency import clock_reader
 from trizre.patterns import RetryPolicy, ServiceClient
 from trizre.patterns import _protocol as proto
 from trizre.patterns._common import ReplyRouter
@@ -73,6 +74,7 @@ class _StubNode:
 async def _client(count: int) -> None:
     node = _StubNode()
     router = ReplyRouter(node)  # type: ignore[arg-type]
+    router.now = clock_reader()  # as open_reply_router sets it
     client = ServiceClient(router, RetryPolicy(10, 3))
 
     async def answer() -> None:

@@ -183,8 +183,8 @@ class FreelanceClient:
                             while pending.reply is None:
                                 await pending.wait()
                             reply = pending.reply
-                            if reply.status != proto.Status.UNAVAILABLE:
-                                ok = reply.status == proto.Status.OK
+                            if reply.status != proto.STATUS_UNAVAILABLE:
+                                ok = reply.status == proto.STATUS_OK
                                 ClientStats.answered(counts, trio.current_time() - started, ok)
                                 if ok:
                                     return reply.body

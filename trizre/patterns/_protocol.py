@@ -177,6 +177,13 @@ REQUEST_OCTET: Final = _REQUEST
 _REPLY: Final = int(Command.REPLY)
 _STATE: Final = int(Command.STATE)
 _ACCEPTED: Final = int(Command.ACCEPTED)
+# The statuses a client and a server test or send on every request, as
+# plain ints for the same reason: Status.OK is a lookup on the enum's class
+# (about ten times a module global's).
+STATUS_OK: Final = int(Status.OK)
+"""200, :attr:`Status.OK` as a plain int."""
+STATUS_UNAVAILABLE: Final = int(Status.UNAVAILABLE)
+"""503, :attr:`Status.UNAVAILABLE` as a plain int."""
 HEADER_SIZE: Final = _HEADER.size  # frame 0 begins with it: "TZRP", version, command, id
 _HEADER_SIZE: Final = HEADER_SIZE
 

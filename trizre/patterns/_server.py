@@ -521,7 +521,7 @@ class Server:
                 frames = _as_frames(await self._handler(request))
                 # In the request's version: sent as it is, no copy (_encode).
                 reply = proto.new_reply(
-                    request.request_id, proto.Status.OK, frames, request.version
+                    request.request_id, proto.STATUS_OK, frames, request.version
                 )
             except ReplyWith as answer:
                 reply = proto.Reply(request.request_id, answer.status, answer.frames)

@@ -172,13 +172,8 @@ async def _request(
     try:
         pending = router.open(request_id, service)
         trace = None if router.tracer is None else _trace_observer(router.node)
-        retry = Retry(
-            policy,
-            request_id,
-            router.now(),
-            service=service,
-            pattern=pattern,
-            observers=() if trace is None else (trace,),
+        retry = Retry(  # positional: see Retry.__init__
+            policy, request_id, router.now(), service, pattern, () if trace is None else (trace,)
         )
         counts = router.stats.of(service)  # the client's statistics(), counted here
         counts.requests += 1
@@ -190,7 +185,7 @@ async def _request(
                     counts.retries += 1
                 router.set_deadline(pending, deadline)
                 reply = await _attempt(router, pending, message, target, retry)
-                while reply is not None and reply.status == proto.Status.UNAVAILABLE:
+                while reply is not None and reply.status == proto.STATUS_UNAVAILABLE:
                     # Refused (a passive Binary Star server): not executed.
                     counts.refused += 1
                     pending.reply = None
@@ -206,7 +201,7 @@ async def _request(
                 now = router.now()
                 if reply is not None:
                     retry.answered(reply.status, pending.replied_by, now)
-                    ok = reply.status == proto.Status.OK
+                    ok = reply.status == proto.STATUS_OK
                     ClientStats.answered(counts, now - retry.started, ok)
                     if ok:
                         return reply.body

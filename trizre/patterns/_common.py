@@ -539,7 +539,15 @@ class ReplyRouter:
             self.dropped += 1
             log.debug("dropping a stale, duplicate or foreign reply %#x", reply.request_id)
             return
-        self._unload(pending)
+        current = pending.current
+        if pending.loaded and current is not None:  # _unload, inline: every reply comes here
+            pending.loaded = False
+            key = current.int
+            left = self.load[key] - 1
+            if left:
+                self.load[key] = left
+            else:
+                del self.load[key]
         pending.reply = reply
         pending.replied_by = peer
         pending.wake()

@@ -183,12 +183,13 @@ class Retry:
         "started",
     )
 
-    def __init__(
+    # Positional as well as by keyword: the client's shell makes one a
+    # request, and keywords to a class cost as much as two of its fields.
+    def __init__(  # noqa: PLR0917
         self,
         policy: RetryPolicy,
         request_id: int,
         now: float,
-        *,
         service: str = "",
         pattern: str = "",
         observers: Sequence[Observer] = (),

@@ -536,6 +536,61 @@ def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_p
     assert port.unserved == 1 and port.statistics()["decoded"] == 3
 
 
+class _RouterRecorder:
+    """A reply router's side of the port: what it was handed, and how."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, UUID, object]] = []
+
+    def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
+        self.got.append(("message", peer, message))
+
+    def on_reply(self, peer: UUID, reply: proto.Reply) -> None:
+        self.got.append(("reply", peer, reply))
+
+    def on_event(self, event: object) -> None:
+        pass
+
+
+def test_a_version_2_reply_goes_to_the_router_that_claims_it_decoded_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28: a version-2 reply whose id one router claims is read by
+    proto.reply_v2 and handed to that router's on_reply (no general decode);
+    an id two routers claim, an unclaimed id, a version-1 reply and an
+    ACCEPTED still go through decode and on_message, to the same routers as
+    before."""
+    decoded: list[Sequence[bytes]] = []
+
+    def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
+        decoded.append(frames)
+        return _decode(frames)
+
+    monkeypatch.setattr(proto, "decode", counting)
+    port = _port.PatternPort(_NoEvents())  # type: ignore[arg-type]
+    one, two = _RouterRecorder(), _RouterRecorder()
+    port.add_router(one)
+    port.add_router(two)
+    port.claim(5, one)
+    port.claim(6, one)
+    port.claim(6, two)  # two clients, one stable id
+    peer = UUID(int=0xE)
+    reply = proto.Reply(5, 200, (b"x",))
+    port.dispatch(trizre.Whisper(peer, "worker", tuple(proto.encode(reply))))
+    assert one.got == [("reply", peer, reply)] and two.got == []
+    assert decoded == [] and port.statistics()["decoded"] == 1
+    shared = tuple(proto.encode(proto.Reply(6, 200)))
+    unclaimed = tuple(proto.encode(proto.Reply(7, 503)))
+    v1 = tuple(proto.encode(proto.Reply(5, 200, version=1)))
+    accepted = tuple(proto.encode(proto.Accepted(5)))
+    for frames in (shared, unclaimed, v1, accepted):
+        port.dispatch(trizre.Whisper(peer, "worker", frames))
+    assert decoded == [shared, unclaimed, v1, accepted]
+    assert [kind for kind, _, _ in one.got] == ["reply"] + ["message"] * 4
+    assert [message for _, _, message in two.got] == [proto.Reply(6, 200), proto.Reply(7, 503)]
+    assert port.statistics()["decoded"] == 5
+
+
 def test_new_incoming_makes_the_same_request_as_the_class() -> None:
     peer = UUID(int=0xF)
     made = new_incoming(peer, "n", 9, "svc", body=(b"a",), version=1)

@@ -35,6 +35,7 @@ from trizre.patterns._protocol import (
     decode,
     encode,
     new_reply,
+    reply_v2,
     request_head,
 )
 
@@ -396,6 +397,51 @@ def test_request_head_reads_every_version_2_request_vector() -> None:
     assert request_head(encode(Request(1, "echo", version=1))[0]) is None
     assert request_head(encode(Reply(1, 200))[0]) is None
     assert request_head(TAG + bytes([VERSION, int(Command.REQUEST)]) + bytes(8) + b"\xff") is None
+
+
+# Heads near a REPLY's: a tag, a version and a command that may each be
+# wrong, an id and 0-3 octets more (a version-2 REPLY has exactly 2).
+_NEAR_REPLY_HEADS = st.builds(
+    lambda tag, version, command, rest: tag + bytes([version, command]) + rest,
+    st.sampled_from([TAG, b"TZRQ", b"tzrp"]),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([*(int(c) for c in Command), 0, 9]),
+    st.binary(min_size=8, max_size=11),
+)
+
+
+@given(
+    st.one_of(st.binary(max_size=40), _NEAR_REPLY_HEADS),
+    st.lists(st.binary(max_size=8), max_size=3),
+)
+def test_reply_v2_agrees_with_decode(head: bytes, rest: list[bytes]) -> None:
+    """The port's read of a version-2 REPLY gives what decode gives, and None for
+    everything else (decode then says what it is, malformed or not)."""
+    found = reply_v2([head, *rest])
+    try:
+        message = decode([head, *rest])
+    except PatternDecodeError:
+        message = None
+    if found is None:
+        assert not (isinstance(message, Reply) and message.version == VERSION)
+    else:
+        assert isinstance(message, Reply) and message.version == VERSION
+        assert found == message and found.version == VERSION
+
+
+def test_reply_v2_reads_version_2_replies_only() -> None:
+    for request_id, status, body in [(0, 200, ()), (MAX_REQUEST_ID, 503, (b"a", b""))]:
+        frames = encode(Reply(request_id, status, body))
+        assert reply_v2(frames) == Reply(request_id, status, body)
+    assert reply_v2(encode(Reply(1, 200, version=1))) is None
+    assert reply_v2(encode(Request(1, "echo"))) is None
+    assert reply_v2(encode(Accepted(1))) is None
+    head = encode(Reply(1, 200))[0]
+    assert reply_v2([head[:-1]]) is None  # a short frame 0: decode says why
+    assert reply_v2([head + b"\x00"]) is None  # a long one
+    assert reply_v2([b"TZRQ" + head[4:]]) is None  # not pattern traffic: decode says so
+    assert reply_v2([head[:4] + bytes([3]) + head[5:]]) is None  # another version
+    assert reply_v2([head[:5] + bytes([int(Command.ACCEPTED)]) + head[6:]]) is None
 
 
 def test_new_reply_makes_the_same_reply_as_the_class() -> None:

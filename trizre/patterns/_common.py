@@ -486,7 +486,7 @@ class ReplyRouter:
     def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
         """A REPLY or ACCEPTED from ``peer``: to the request waiting for it, or dropped."""
         if isinstance(message, proto.Reply):
-            self._on_reply(peer, message)
+            self.on_reply(peer, message)
         else:
             self._on_accepted(peer, message)
 
@@ -525,7 +525,8 @@ class ReplyRouter:
             pending.accepted = True
             pending.wake()
 
-    def _on_reply(self, peer: UUID, reply: proto.Reply) -> None:
+    def on_reply(self, peer: UUID, reply: proto.Reply) -> None:
+        """A REPLY from ``peer``: to the request waiting for it, or dropped."""
         if self.suspicion:  # usually empty: a UUID key costs a Python-level hash
             self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
         pending = self._pending.get(reply.request_id)

@@ -17,7 +17,9 @@ once, and routes it:
   one object for all of them;
 * a REPLY or ACCEPTED to the reply router whose pending table holds its
   request id (a reply no router claims goes to every router, each of which
-  counts it ``dropped``: stale, duplicate or foreign);
+  counts it ``dropped``: stale, duplicate or foreign); a version-2 reply
+  that one router claims is read by :func:`~trizre.patterns._protocol.reply_v2`
+  and handed to its ``on_reply``, without the general decode;
 * a STATE, and the Enter and Exit events, to the Binary Star servers;
 * every other event to the routers (presence: requests to a peer that
   exits or goes silent are resent at once) and a Join of the status group
@@ -68,6 +70,7 @@ VERSION_WARNING_INTERVAL = 10.0
 
 
 _REQUEST_OCTET = proto.REQUEST_OCTET
+_REPLY_OCTET = proto.REPLY_OCTET
 _VERSION = proto.VERSION
 _BATCH = 64
 """Events the pump takes at most in one read: what it dispatches between two schedule points."""
@@ -80,6 +83,7 @@ class _Server(Protocol):
 
 class _Router(Protocol):
     def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None: ...
+    def on_reply(self, peer: UUID, reply: proto.Reply) -> None: ...
     def on_event(self, event: object) -> None: ...
 
 
@@ -245,22 +249,31 @@ class PatternPort:
         loop's body, with no call of its own for each event (issue 28).
         """
         route_request = self._route_request
-        request_head = proto.request_head
+        request_head, reply_v2 = proto.request_head, proto.reply_v2
+        claims = self._claims
         for event in events:
             if type(event) is Whisper:  # final: no subclass to miss
                 frames = event.frames
-                if (
-                    frames
-                    and len(head := frames[0]) > 5
-                    and head[5] == _REQUEST_OCTET  # replies, the client's, skip the call
-                    and (fields := request_head(head)) is not None
-                ):
-                    # A version-2 request, the commonest: decoded in one pass
-                    # into what its servers keep (no Request in between).
-                    self.decoded += 1
-                    request_id, service = fields
-                    route_request(event, request_id, service, tuple(frames[1:]), _VERSION)
-                    continue
+                if frames and len(head := frames[0]) > 5:
+                    command = head[5]
+                    if command == _REQUEST_OCTET and (fields := request_head(head)) is not None:
+                        # A version-2 request, the commonest: decoded in one pass
+                        # into what its servers keep (no Request in between).
+                        self.decoded += 1
+                        request_id, service = fields
+                        route_request(event, request_id, service, tuple(frames[1:]), _VERSION)
+                        continue
+                    if (
+                        command == _REPLY_OCTET
+                        and (reply := reply_v2(frames)) is not None
+                        and (claim := claims.get(reply.request_id)) is not None
+                        and not isinstance(claim, list)
+                    ):
+                        # A client's commonest: a version-2 reply that one
+                        # router waits for, handed straight to it.
+                        self.decoded += 1
+                        claim.on_reply(event.peer, reply)
+                        continue
                 try:
                     message = proto.decode(frames)
                 except proto.PatternDecodeError as exc:

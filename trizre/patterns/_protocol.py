@@ -175,6 +175,8 @@ _REQUEST: Final = int(Command.REQUEST)
 REQUEST_OCTET: Final = _REQUEST
 """A REQUEST's command octet (frame 0's sixth), for a cheap look before :func:`request_head`."""
 _REPLY: Final = int(Command.REPLY)
+REPLY_OCTET: Final = _REPLY
+"""A REPLY's command octet, for a cheap look before :func:`reply_v2`."""
 _STATE: Final = int(Command.STATE)
 _ACCEPTED: Final = int(Command.ACCEPTED)
 # The statuses a client and a server test or send on every request, as
@@ -281,6 +283,25 @@ def request_head(head: bytes) -> tuple[int, str] | None:
             return _HEADER.unpack_from(head)[3], head[14:].decode("utf-8")
         except UnicodeDecodeError:
             return None
+    return None
+
+
+def reply_v2(frames: Sequence[bytes]) -> Reply | None:
+    """A version-2 REPLY (frames a client reads); ``None`` for anything else.
+
+    For the pattern port's reply path, as :func:`request_head` is for
+    requests: ``None`` for every other message, malformed ones too
+    (:func:`decode` then says what).
+    """
+    head = frames[0]
+    if (
+        len(head) == _HEADER_SIZE + 2
+        and head[5] == _REPLY
+        and head[4] == VERSION
+        and head.startswith(TAG)
+    ):
+        _, _, _, request_id, status = _REPLY_HEAD.unpack(head)
+        return new_reply(request_id, status, tuple(frames[1:]), VERSION)
     return None
 
 

@@ -497,12 +497,8 @@ class _NoEvents:
         return None
 
 
-def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_pass(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Issue 28: the port reads a version-2 request's frame 0 straight into the
-    IncomingRequest its servers keep (no proto.Request, no general decode), one
-    object for every server of the service; other traffic still goes through decode."""
+def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[bytes]]:
+    """The frames proto.decode is called with from now on (it still decodes)."""
     decoded: list[Sequence[bytes]] = []
 
     def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
@@ -510,6 +506,16 @@ def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_p
         return _decode(frames)
 
     monkeypatch.setattr(proto, "decode", counting)
+    return decoded
+
+
+def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28: the port reads a version-2 request's frame 0 straight into the
+    IncomingRequest its servers keep (no proto.Request, no general decode), one
+    object for every server of the service; other traffic still goes through decode."""
+    decoded = _count_decodes(monkeypatch)
     port = _port.PatternPort(_NoEvents())  # type: ignore[arg-type]
     first, second, other = _Recorder(), _Recorder(), _Recorder()
     port.add_server("svc", first)
@@ -560,13 +566,7 @@ def test_a_version_2_reply_goes_to_the_router_that_claims_it_decoded_in_one_pass
     an id two routers claim, an unclaimed id, a version-1 reply and an
     ACCEPTED still go through decode and on_message, to the same routers as
     before."""
-    decoded: list[Sequence[bytes]] = []
-
-    def counting(frames: Sequence[bytes]) -> proto.PatternMessage | None:
-        decoded.append(frames)
-        return _decode(frames)
-
-    monkeypatch.setattr(proto, "decode", counting)
+    decoded = _count_decodes(monkeypatch)
     port = _port.PatternPort(_NoEvents())  # type: ignore[arg-type]
     one, two = _RouterRecorder(), _RouterRecorder()
     port.add_router(one)

@@ -543,52 +543,57 @@ def test_a_version_2_request_goes_to_its_servers_as_one_request_decoded_in_one_p
 
 
 class _RouterRecorder:
-    """A reply router's side of the port: what it was handed, and how."""
+    """A reply router's side of the port: the ids it waits for, what it was handed, and how."""
 
-    def __init__(self) -> None:
-        self.got: list[tuple[str, UUID, object]] = []
+    def __init__(self, *waiting_for: int) -> None:
+        self.pending = dict.fromkeys(waiting_for)
+        self.got: list[tuple[str, int]] = []
 
     def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None:
-        self.got.append(("message", peer, message))
+        self.got.append(("message", message.request_id))
 
     def on_reply(self, peer: UUID, reply: proto.Reply) -> None:
-        self.got.append(("reply", peer, reply))
+        self.got.append(("reply", reply.request_id))
 
     def on_event(self, event: object) -> None:
         pass
 
 
-def test_a_version_2_reply_goes_to_the_router_that_claims_it_decoded_in_one_pass(
+def _answers(port: _port.PatternPort, *messages: proto.PatternMessage) -> None:
+    for message in messages:
+        port.dispatch(trizre.Whisper(UUID(int=0xE), "worker", tuple(proto.encode(message))))
+
+
+def test_a_version_2_reply_goes_to_the_routers_waiting_for_it_decoded_in_one_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 28: a version-2 reply whose id one router claims is read by
-    proto.reply_v2 and handed to that router's on_reply (no general decode);
-    an id two routers claim, an unclaimed id, a version-1 reply and an
-    ACCEPTED still go through decode and on_message, to the same routers as
-    before."""
+    """Issue 28: a version-2 reply is read by proto.reply_v2 and handed to
+    on_reply (no general decode) of the routers whose pending table holds its
+    id, or of every router when none does (each counts it dropped); a lone
+    router gets every reply (it drops those it does not wait for).  A
+    version-1 reply and an ACCEPTED go through decode and on_message, to the
+    same routers."""
     decoded = _count_decodes(monkeypatch)
     port = _port.PatternPort(_NoEvents())  # type: ignore[arg-type]
-    one, two = _RouterRecorder(), _RouterRecorder()
-    port.add_router(one)
+    alone = _RouterRecorder(5)
+    port.add_router(alone)
+    _answers(port, proto.Reply(5, 200, (b"x",)), proto.Reply(9, 200))
+    assert alone.got == [("reply", 5), ("reply", 9)]
+    assert decoded == [] and port.statistics()["decoded"] == 2
+    two = _RouterRecorder(6, 7)
+    alone.pending[6] = None  # two clients, one stable id
     port.add_router(two)
-    port.claim(5, one)
-    port.claim(6, one)
-    port.claim(6, two)  # two clients, one stable id
-    peer = UUID(int=0xE)
-    reply = proto.Reply(5, 200, (b"x",))
-    port.dispatch(trizre.Whisper(peer, "worker", tuple(proto.encode(reply))))
-    assert one.got == [("reply", peer, reply)] and two.got == []
-    assert decoded == [] and port.statistics()["decoded"] == 1
-    shared = tuple(proto.encode(proto.Reply(6, 200)))
-    unclaimed = tuple(proto.encode(proto.Reply(7, 503)))
-    v1 = tuple(proto.encode(proto.Reply(5, 200, version=1)))
-    accepted = tuple(proto.encode(proto.Accepted(5)))
-    for frames in (shared, unclaimed, v1, accepted):
-        port.dispatch(trizre.Whisper(peer, "worker", frames))
-    assert decoded == [shared, unclaimed, v1, accepted]
-    assert [kind for kind, _, _ in one.got] == ["reply"] + ["message"] * 4
-    assert [message for _, _, message in two.got] == [proto.Reply(6, 200), proto.Reply(7, 503)]
-    assert port.statistics()["decoded"] == 5
+    assert port.statistics()["pending"] == 4
+    _answers(port, proto.Reply(5, 200), proto.Reply(6, 200), proto.Reply(7, 503))
+    _answers(port, proto.Reply(8, 200))  # nobody waits for it: both see it, and drop it
+    assert alone.got[2:] == [("reply", 5), ("reply", 6), ("reply", 8)]
+    assert two.got == [("reply", 6), ("reply", 7), ("reply", 8)]
+    assert decoded == []
+    _answers(port, proto.Reply(7, 200, version=1), proto.Accepted(5))
+    assert len(decoded) == 2 and port.statistics()["decoded"] == 8
+    assert alone.got[5:] == [("message", 5)] and two.got[3:] == [("message", 7)]
+    port.remove_router(two)
+    assert port.statistics()["routers"] == 1 and port.statistics()["pending"] == 2
 
 
 def test_new_incoming_makes_the_same_request_as_the_class() -> None:

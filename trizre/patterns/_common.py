@@ -26,7 +26,7 @@ from .._concurrency import (
 from ..trace._writer import Tracer
 from . import _protocol as proto
 from ._errors import PatternError
-from ._port import PatternPort, open_port
+from ._port import open_port
 from ._retry import RetryPolicy
 
 __all__ = [
@@ -318,7 +318,9 @@ class ReplyRouter:
         self.node = node
         # Requests a client may have in flight; more wait in request() (backpressure).
         self.in_flight = InFlight(max_in_flight)
-        self._pending: dict[int, _Pending] = {}
+        # Request id -> the request waiting for its answer.  Read-only
+        # outside (the port reads it to route answers).
+        self.pending: dict[int, _Pending] = {}
         # Requests awaiting a reply, per peer (absent: none), keyed by the
         # peer's UUID as an int: a UUID key is hashed by a Python call on
         # every lookup, and the worker choice looks up each worker's load
@@ -330,7 +332,6 @@ class ReplyRouter:
         self.suspicion: dict[UUID, int] = {}
         self._membership = RepeatedEvent()
         self.stats = ClientStats()  # what the client's requests met (its statistics())
-        self.port: PatternPort | None = None  # set by open_reply_router
         # The attempts' deadlines, one heap for every request, watched by one
         # task (run_clock): a trio.CancelScope per attempt cost more than the
         # rest of a request's bookkeeping.  Entries are (deadline, request id):
@@ -353,22 +354,18 @@ class ReplyRouter:
         self._clock_scope: trio.CancelScope | None = None
 
     def open(self, request_id: int, service: str = "") -> _Pending:
-        if request_id in self._pending:
+        if request_id in self.pending:
             raise ValueError(f"request id {request_id:#x} is already in flight")
         pending = _Pending(request_id, service)
-        self._pending[request_id] = pending
-        if self.port is not None:
-            self.port.claim(request_id, self)
+        self.pending[request_id] = pending
         return pending
 
     def close(self, request_id: int) -> None:
-        pending = self._pending.pop(request_id, None)
+        pending = self.pending.pop(request_id, None)
         if pending is not None:
             pending.deadline = math.inf  # its heap entries are stale now
             if pending.loaded:  # unloaded already when answered: no call
                 self._unload(pending)
-            if self.port is not None:
-                self.port.release(request_id, self)
 
     def set_deadline(self, pending: _Pending, deadline: float) -> None:
         """The current attempt of ``pending`` ends at ``deadline`` (``math.inf``: never).
@@ -391,10 +388,10 @@ class ReplyRouter:
             self._clock_due = deadline
             if self._clock_scope is not None:
                 self._clock_scope.deadline = deadline
-        if len(heap) > 2 * len(self._pending) + 64:
+        if len(heap) > 2 * len(self.pending) + 64:
             # Mostly entries of answered requests: drop them now, long before
             # they are due, so that the clock wakes only for live deadlines.
-            live = self._pending
+            live = self.pending
             heap[:] = [
                 (due, rid)
                 for due, rid in heap
@@ -409,7 +406,7 @@ class ReplyRouter:
         attempts it ends wake with ``expired`` set; their requests decide
         what follows (``_attempts._request``).
         """
-        heap, live = self._deadlines, self._pending
+        heap, live = self._deadlines, self.pending
         while True:
             now = self.now()
             while heap and heap[0][0] <= now:
@@ -496,7 +493,7 @@ class ReplyRouter:
             self.suspicion.pop(event.peer, None)
         if isinstance(event, Exit | Silent | Leave):
             group = event.group if isinstance(event, Leave) else None
-            for pending in self._pending.values():
+            for pending in self.pending.values():
                 if (
                     pending.current == event.peer
                     and pending.reply is None
@@ -515,7 +512,7 @@ class ReplyRouter:
     def _on_accepted(self, peer: UUID, accepted: proto.Accepted) -> None:
         """The current target holds the request: its attempt stops being timed."""
         # Suspicion stays: its server reads, but its handlers may still hang.
-        pending = self._pending.get(accepted.request_id)
+        pending = self.pending.get(accepted.request_id)
         if (
             pending is not None
             and pending.current == peer
@@ -529,7 +526,7 @@ class ReplyRouter:
         """A REPLY from ``peer``: to the request waiting for it, or dropped."""
         if self.suspicion:  # usually empty: a UUID key costs a Python-level hash
             self.suspicion.pop(peer, None)  # any reply, even a late one, proves it works
-        pending = self._pending.get(reply.request_id)
+        pending = self.pending.get(reply.request_id)
         if (
             pending is None
             or pending.reply is not None
@@ -561,7 +558,6 @@ async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncItera
     router.now = clock_reader()
     router.tracer = node.tracer
     async with open_port(node) as port:
-        router.port = port
         port.add_router(router)
         try:
             with unwrap_single_exception_group():
@@ -573,4 +569,3 @@ async def open_reply_router(node: Node, max_in_flight: int = 1000) -> AsyncItera
                         nursery.cancel_scope.cancel()
         finally:
             port.remove_router(router)
-            router.port = None

@@ -16,10 +16,11 @@ once, and routes it:
   :class:`~trizre.patterns._admission.IncomingRequest` its servers keep,
   one object for all of them;
 * a REPLY or ACCEPTED to the reply router whose pending table holds its
-  request id (a reply no router claims goes to every router, each of which
-  counts it ``dropped``: stale, duplicate or foreign); a version-2 reply
-  that one router claims is read by :func:`~trizre.patterns._protocol.reply_v2`
-  and handed to its ``on_reply``, without the general decode;
+  request id (a reply no router waits for goes to every router, each of
+  which counts it ``dropped``: stale, duplicate or foreign; with one router
+  on the node, the commonest, it goes to that one); a version-2 reply is
+  read by :func:`~trizre.patterns._protocol.reply_v2` and handed to
+  ``on_reply``, without the general decode;
 * a STATE, and the Enter and Exit events, to the Binary Star servers;
 * every other event to the routers (presence: requests to a peer that
   exits or goes silent are resent at once) and a Join of the status group
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, final
 from uuid import UUID
@@ -82,6 +83,11 @@ class _Server(Protocol):
 
 
 class _Router(Protocol):
+    # Request id -> what the router keeps of it: the requests it waits for
+    # (read-only here).  The port asks the routers themselves, rather than
+    # keeping a table of its own in step with theirs.
+    @property
+    def pending(self) -> Mapping[int, object]: ...
     def on_message(self, peer: UUID, message: proto.Reply | proto.Accepted) -> None: ...
     def on_reply(self, peer: UUID, reply: proto.Reply) -> None: ...
     def on_event(self, event: object) -> None: ...
@@ -107,8 +113,6 @@ class PatternPort:
         self._events: EventStream = node.events()
         self._servers: dict[str, list[_Server]] = {}
         self._routers: list[_Router] = []
-        # Request id -> the router(s) with it pending; usually one.
-        self._claims: dict[int, _Router | list[_Router]] = {}
         self._listeners: list[_Listener] = []
         self.decoded = 0
         self.malformed = 0
@@ -127,7 +131,7 @@ class PatternPort:
             "servers": sum(len(servers) for servers in self._servers.values()),
             "routers": len(self._routers),
             "listeners": len(self._listeners),
-            "pending": len(self._claims),
+            "pending": sum(len(router.pending) for router in self._routers),
             "decoded": self.decoded,
             "malformed": self.malformed,
             "unserved": self.unserved,
@@ -156,31 +160,15 @@ class PatternPort:
         self._routers.append(router)
 
     def remove_router(self, router: _Router) -> None:
-        """Forget ``router`` and every request id it claimed; one not registered is ignored."""
+        """Forget ``router``; one not registered is ignored."""
         if router in self._routers:
             self._routers.remove(router)
-        for request_id in [rid for rid, claim in self._claims.items() if _holds(claim, router)]:
-            self.release(request_id, router)
 
-    def claim(self, request_id: int, router: _Router) -> None:
-        """Replies and ACCEPTEDs for ``request_id`` go to ``router`` from now on."""
-        claim = self._claims.get(request_id)
-        if claim is None:
-            self._claims[request_id] = router
-        elif isinstance(claim, list):
-            claim.append(router)
-        else:
-            self._claims[request_id] = [claim, router]  # two clients, one stable id
-
-    def release(self, request_id: int, router: _Router) -> None:
-        """``router`` no longer waits for ``request_id``; an id it never claimed is ignored."""
-        claim = self._claims.get(request_id)
-        if claim is router:
-            del self._claims[request_id]
-        elif isinstance(claim, list) and router in claim:
-            claim.remove(router)
-            if len(claim) == 1:
-                self._claims[request_id] = claim[0]
+    def _waiting_for(self, request_id: int) -> list[_Router]:
+        """The routers waiting for ``request_id``'s answer: usually one, and
+        every router when none is (each counts the answer dropped)."""
+        routers = self._routers
+        return [router for router in routers if request_id in router.pending] or list(routers)
 
     def add_listener(self, listener: _Listener) -> None:
         """Give ``listener`` every STATE, and every Enter and Exit."""
@@ -250,7 +238,7 @@ class PatternPort:
         """
         route_request = self._route_request
         request_head, reply_v2 = proto.request_head, proto.reply_v2
-        claims = self._claims
+        routers = self._routers
         for event in events:
             if type(event) is Whisper:  # final: no subclass to miss
                 frames = event.frames
@@ -263,16 +251,14 @@ class PatternPort:
                         request_id, service = fields
                         route_request(event, request_id, service, tuple(frames[1:]), _VERSION)
                         continue
-                    if (
-                        command == _REPLY_OCTET
-                        and (reply := reply_v2(frames)) is not None
-                        and (claim := claims.get(reply.request_id)) is not None
-                        and not isinstance(claim, list)
-                    ):
-                        # A client's commonest: a version-2 reply that one
-                        # router waits for, handed straight to it.
+                    if command == _REPLY_OCTET and (reply := reply_v2(frames)) is not None:
+                        # A client's commonest: a version-2 reply, read in one pass.
                         self.decoded += 1
-                        claim.on_reply(event.peer, reply)
+                        if len(routers) == 1:  # one client on the node: it drops a stale one
+                            routers[0].on_reply(event.peer, reply)
+                        else:
+                            for router in self._waiting_for(reply.request_id):
+                                router.on_reply(event.peer, reply)
                         continue
                 try:
                     message = proto.decode(frames)
@@ -288,15 +274,8 @@ class PatternPort:
                         event, message.request_id, message.service, message.body, message.version
                     )
                 elif isinstance(message, proto.Reply | proto.Accepted):
-                    claim = self._claims.get(message.request_id)
-                    if claim is None:
-                        for router in self._routers:  # each counts it dropped
-                            router.on_message(event.peer, message)
-                    elif isinstance(claim, list):
-                        for router in list(claim):
-                            router.on_message(event.peer, message)
-                    else:
-                        claim.on_message(event.peer, message)
+                    for router in self._waiting_for(message.request_id):
+                        router.on_message(event.peer, message)
                 else:
                     for listener in self._listeners:
                         listener.on_peer_event(event, message)
@@ -354,10 +333,6 @@ class PatternPort:
 
 
 _PORTS: RunLocal[dict[int, PatternPort]] = RunLocal("trizre_ports", dict)
-
-
-def _holds(claim: _Router | list[_Router], router: _Router) -> bool:
-    return claim is router or (isinstance(claim, list) and router in claim)
 
 
 @asynccontextmanager

@@ -86,7 +86,7 @@ async def _client(count: int) -> None:
             for peer, frames in batch:
                 request = proto.decode(list(frames))
                 assert isinstance(request, proto.Request)
-                # As the port hands a version-2 reply to the one router that claims it.
+                # As the port hands a version-2 reply to a node's lone router.
                 reply = proto.new_reply(request.request_id, proto.STATUS_OK, request.body, 2)
                 router.on_reply(peer, reply)
 

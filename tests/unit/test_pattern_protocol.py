@@ -436,6 +436,7 @@ def test_reply_v2_reads_version_2_replies_only() -> None:
     assert reply_v2(encode(Reply(1, 200, version=1))) is None
     assert reply_v2(encode(Request(1, "echo"))) is None
     assert reply_v2(encode(Accepted(1))) is None
+    assert reply_v2([]) is None  # no frame at all: decode says None too
     head = encode(Reply(1, 200))[0]
     assert reply_v2([head[:-1]]) is None  # a short frame 0: decode says why
     assert reply_v2([head + b"\x00"]) is None  # a long one

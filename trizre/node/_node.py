@@ -275,7 +275,8 @@ class Node(NodeShell):
 
         Raises :class:`UnknownPeer` if the peer is not present.
         """
-        return self._present(peer).protocol.presence.responsive  # a call less than .responsive
+        # The presence's own property: protocol.responsive would be one call more.
+        return self._present(peer).protocol.presence.responsive
 
     def peer_last_heard(self, peer: UUID) -> float:
         """When a present peer last proved it is alive, on ``trio.current_time()``'s clock.

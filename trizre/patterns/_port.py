@@ -156,7 +156,7 @@ class PatternPort:
             self._servers.pop(service, None)
 
     def add_router(self, router: _Router) -> None:
-        """Give ``router`` presence events, and the replies to the ids it claims."""
+        """Give ``router`` presence events, and the answers to the ids in its ``pending`` table."""
         self._routers.append(router)
 
     def remove_router(self, router: _Router) -> None:

@@ -293,9 +293,9 @@ def reply_v2(frames: Sequence[bytes]) -> Reply | None:
     requests: ``None`` for every other message, malformed ones too
     (:func:`decode` then says what).
     """
-    head = frames[0]
     if (
-        len(head) == _HEADER_SIZE + 2
+        frames
+        and len(head := frames[0]) == _HEADER_SIZE + 2
         and head[5] == _REPLY
         and head[4] == VERSION
         and head.startswith(TAG)

@@ -23,17 +23,10 @@ times slower than the run it counts (a minute or two).
 
 from __future__ import annotations
 
-import argparse
-import os
-import random
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 
+import _callgrind  # beside this script
 import trio
 
 from trizre._concurrency import clock_reader
@@ -142,54 +135,14 @@ async def _window(
         nursery.cancel_scope.cancel()
 
 
-def _instructions(requests: int, least: bool) -> int:
-    """The instructions one run of this script executes, counted by callgrind."""
-    argv = [sys.executable, __file__, "--run", str(requests)] + (["--least"] if least else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *argv],
-            # The same hashes in every run: dict layouts, and so the work
-            # of a lookup, do not vary between the two.
-            env=dict(os.environ, PYTHONHASHSEED="0"),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    found = re.search(r"Collected : ([\d,]+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"valgrind counted nothing:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument(
-        "--requests", type=int, default=1000, help="the first counted run's (default 1000)"
+    _callgrind.main(
+        __file__,
+        __doc__.split("\n", 1)[0],
+        "the services client",
+        "the least client",
+        lambda requests, least: trio.run(_least if least else _client, requests),
     )
-    parser.add_argument(
-        "--more",
-        type=int,
-        default=5000,
-        help="the second run's requests beyond those, the count's divisor (default 5000)",
-    )
-    parser.add_argument("--least", action="store_true", help="the least client instead")
-    parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # one counted run
-    args = parser.parse_args()
-    if args.run is not None:
-        # The same choices in every run: Trio's order of a turn's tasks (it
-        # reverses half of them at random) and the request ids.
-        trio._core._run._r.seed(0)
-        random.seed(0)
-        trio.run(_least if args.least else _client, args.run)
-        return
-    if args.requests < 1 or args.more < 1:
-        parser.error("--requests and --more must be at least 1")
-    if shutil.which("valgrind") is None:
-        raise SystemExit("this count needs valgrind (apt install valgrind)")
-    fewer = _instructions(args.requests, args.least)
-    more = _instructions(args.requests + args.more, args.least)
-    who = "the least client" if args.least else "the services client"
-    print(f"{who}: {(more - fewer) / args.more:,.0f} instructions/request")
 
 
 if __name__ == "__main__":

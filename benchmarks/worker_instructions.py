@@ -1,0 +1,154 @@
+"""Instructions per request of a services worker's own work, counted by valgrind.
+
+    PYTHONPATH=<tree> python benchmarks/worker_instructions.py [--requests 1000] [--more 5000]
+
+A service's :class:`~trizre.patterns._server.Server`, made and run as
+``open_server`` runs it (its runners and its reply sender), behind the
+node's pattern port, over a stub node: a task keeps 100 requests in
+flight, each a WHISPER handed to the port in batches as the node hands
+them; the server's replies are kept by the stub's ``whisper_nowait``, and
+each one frees the next request.  The handler echoes.  No socket, no
+other node: what is left is the pattern layer's work for a request (the
+port's one-pass decode, admission, the runner, the reply's frames and
+bookkeeping), beside ``--least``, one task that echoes each request's
+frames.
+
+Under a mock clock that never moves (the server's run slice and its
+ACCEPTED timer read the clock), nothing depends on time, so two counts of
+one tree agree within a few hundredths of a per cent.  It says nothing
+of libzmq or the node's own send and receive (``profile_services.py
+--profile worker`` sees those).  About 50 times slower than the run it
+counts (a minute or two).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import _callgrind  # beside this script
+import trio
+import trio.testing
+
+import trizre
+from trizre.patterns import IncomingRequest
+from trizre.patterns import _protocol as proto
+from trizre.patterns._port import PatternPort
+from trizre.patterns._server import Server
+
+WINDOW = 100
+BATCH = 16  # requests handed to the port at once, as the node reads a run of them
+PAYLOAD = b"x" * 100
+CLIENT = uuid.UUID(int=1)
+
+
+class _StubNode:
+    """The node calls a server and its port make: replies kept in a list."""
+
+    tracer = None
+    name = "worker"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, ...]] = []
+        self.lot = trio.lowlevel.ParkingLot()
+
+    def events(self) -> None:
+        return None  # the meter hands the port its events itself
+
+    def peers_by_group(self, group: str) -> list[uuid.UUID]:
+        return []  # no watcher in the status group
+
+    def whisper_nowait(self, peer: uuid.UUID, *frames: bytes) -> bool:
+        self.sent.append(frames)
+        self.lot.unpark_all()
+        return True
+
+
+async def _echo(request: IncomingRequest) -> Sequence[bytes]:
+    return request.body
+
+
+async def _drive(
+    count: int,
+    sent: list[tuple[bytes, ...]],
+    lot: trio.lowlevel.ParkingLot,
+    deliver: object,
+) -> None:
+    """``count`` requests, ``WINDOW`` in flight, ``BATCH`` handed over at once."""
+    assert callable(deliver)
+    ids = iter(range(1, 1 << 62))
+    requests = [
+        trizre.Whisper(CLIENT, "client", tuple(proto.encode_request(next(ids), "echo", (PAYLOAD,))))
+        for _ in range(count)
+    ]
+    given = answered = 0
+    while answered < count:
+        room = WINDOW - (given - answered)
+        while room >= BATCH or (room and given + room >= count):
+            take = min(BATCH, room, count - given)
+            if take <= 0:
+                break
+            deliver(requests[given : given + take])
+            given += take
+            room -= take
+        if not sent:
+            await lot.park()
+        answered += len(sent)
+        sent.clear()
+        await trio.lowlevel.checkpoint()
+
+
+async def _worker(count: int) -> None:
+    node = _StubNode()
+    port = PatternPort(node)  # type: ignore[arg-type]
+    # open_server's Server: ACCEPTED far beyond the run (the clock stands still anyway).
+    server = Server(node, "echo", _echo, accept_after=1e9)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        server._nursery = nursery
+        port.add_server("echo", server)
+        nursery.start_soon(server._send_replies)
+        nursery.start_soon(server._accept)
+        await _drive(count, node.sent, node.lot, port.dispatch_batch)
+        nursery.cancel_scope.cancel()
+
+
+async def _least(count: int) -> None:
+    sent: list[tuple[bytes, ...]] = []
+    lot = trio.lowlevel.ParkingLot()
+    inbox: list[Sequence[trizre.Whisper]] = []
+    ready = trio.lowlevel.ParkingLot()
+
+    async def echo() -> None:
+        while True:
+            if not inbox:
+                await ready.park()
+            for batch in inbox:
+                for event in batch:
+                    sent.append(event.frames)
+            inbox.clear()
+            lot.unpark_all()
+            await trio.lowlevel.checkpoint()
+
+    def deliver(batch: Sequence[trizre.Whisper]) -> None:
+        inbox.append(batch)
+        ready.unpark_all()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(echo)
+        await _drive(count, sent, lot, deliver)
+        nursery.cancel_scope.cancel()
+
+
+def _run(requests: int, least: bool) -> None:
+    # A clock that never moves: the server's run slice and ACCEPTED timer read it.
+    trio.run(_least if least else _worker, requests, clock=trio.testing.MockClock())
+
+
+def main() -> None:
+    _callgrind.main(
+        __file__, __doc__.split("\n", 1)[0], "the services worker", "the least worker", _run
+    )
+
+
+if __name__ == "__main__":
+    main()

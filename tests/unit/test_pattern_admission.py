@@ -28,6 +28,7 @@ from trizre.patterns._admission import (
     Replied,
     ReplyCache,
     RunningElsewhere,
+    _admitted,
 )
 from trizre.patterns._protocol import Accepted, Reply
 
@@ -243,3 +244,13 @@ def test_holding_a_request_hashes_no_uuid() -> None:
     core.finished(first, Reply(1, 200), now=1.05)
     assert core.held == 1
     assert hashed() == 0
+
+
+def test_the_admitted_verdict_made_fast_is_the_class_s() -> None:
+    """Issue 28: admit() makes its Admitted through the slots' descriptors."""
+    held = IncomingRequest(UUID(int=3), "c", 4, "svc", (b"x",), 2)
+    made = _admitted(held, 1.5)
+    assert made == Admitted(held, 1.5) and type(made) is Admitted
+    assert hash(made) == hash(Admitted(held, 1.5)) and made.accept_at == 1.5
+    with pytest.raises(AttributeError):
+        made.accept_at = 2.0  # type: ignore[misc]  # still frozen

@@ -581,6 +581,8 @@ def _reply_nowait(
 
 def _encode(request: IncomingRequest, reply: proto.Reply | proto.Accepted) -> list[bytes]:
     """``reply``'s frames in the envelope version ``request`` came in (README §4)."""
+    if type(reply) is proto.Reply:  # every request's: encoded as it is, in that version
+        return proto.encode_reply(reply.request_id, reply.status, reply.body, request.version)
     if request.version != reply.version:
         reply = attrs.evolve(reply, version=request.version)
     return proto.encode(reply)

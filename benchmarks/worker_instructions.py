@@ -24,7 +24,7 @@ counts (a minute or two).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import _callgrind  # beside this script
 import trio
@@ -72,10 +72,9 @@ async def _drive(
     count: int,
     sent: list[tuple[bytes, ...]],
     lot: trio.lowlevel.ParkingLot,
-    deliver: object,
+    deliver: Callable[[Sequence[trizre.Whisper]], None],
 ) -> None:
-    """``count`` requests, ``WINDOW`` in flight, ``BATCH`` handed over at once."""
-    assert callable(deliver)
+    """``count`` requests, ``WINDOW`` in flight, handed over ``BATCH`` at a time."""
     ids = iter(range(1, 1 << 62))
     requests = [
         trizre.Whisper(CLIENT, "client", tuple(proto.encode_request(next(ids), "echo", (PAYLOAD,))))
@@ -83,14 +82,12 @@ async def _drive(
     ]
     given = answered = 0
     while answered < count:
-        room = WINDOW - (given - answered)
-        while room >= BATCH or (room and given + room >= count):
-            take = min(BATCH, room, count - given)
-            if take <= 0:
-                break
+        # A batch whenever there is room for one (or for the last few).
+        while (take := min(BATCH, WINDOW - (given - answered), count - given)) > 0 and (
+            take == BATCH or given + take == count
+        ):
             deliver(requests[given : given + take])
             given += take
-            room -= take
         if not sent:
             await lot.park()
         answered += len(sent)

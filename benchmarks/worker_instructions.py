@@ -2,9 +2,9 @@
 
     PYTHONPATH=<tree> python benchmarks/worker_instructions.py [--requests 1000] [--more 5000]
 
-A service's :class:`~trizre.patterns._server.Server`, made and run as
-``open_server`` runs it (its runners and its reply sender), behind the
-node's pattern port, over a stub node: a task keeps 100 requests in
+A service's worker, ``open_server`` itself (its runners, its reply
+sender, its ACCEPTED and status tasks), behind the node's pattern port,
+over a stub node: a task keeps 100 requests in
 flight, each a WHISPER handed to the port in batches as the node hands
 them; the server's replies are kept by the stub's ``whisper_nowait``, and
 each one frees the next request.  The handler echoes.  No socket, no
@@ -25,21 +25,32 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import _callgrind  # beside this script
 import trio
 import trio.testing
 
 import trizre
-from trizre.patterns import IncomingRequest
+from trizre.patterns import IncomingRequest, open_server
 from trizre.patterns import _protocol as proto
-from trizre.patterns._port import PatternPort
-from trizre.patterns._server import Server
+from trizre.patterns._port import open_port
 
 WINDOW = 100
 BATCH = 16  # requests handed to the port at once, as the node reads a run of them
 PAYLOAD = b"x" * 100
 CLIENT = uuid.UUID(int=1)
+
+
+class _NoEvents:
+    """The stub's subscription: nothing comes (the meter hands the port its events)."""
+
+    async def receive_batch(self, most: int) -> list[object]:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        pass
 
 
 class _StubNode:
@@ -52,8 +63,17 @@ class _StubNode:
         self.sent: list[tuple[bytes, ...]] = []
         self.lot = trio.lowlevel.ParkingLot()
 
-    def events(self) -> None:
-        return None  # the meter hands the port its events itself
+    def events(self) -> _NoEvents:
+        return _NoEvents()
+
+    async def join(self, group: str) -> None:
+        pass
+
+    async def leave(self, group: str) -> None:
+        pass
+
+    async def shout(self, group: str, *frames: bytes) -> None:
+        pass  # the server's status, once at the start: no watcher reads it
 
     def peers_by_group(self, group: str) -> list[uuid.UUID]:
         return []  # no watcher in the status group
@@ -96,17 +116,11 @@ async def _drive(
 
 
 async def _worker(count: int) -> None:
-    node = _StubNode()
-    port = PatternPort(node)  # type: ignore[arg-type]
-    # open_server's Server: ACCEPTED far beyond the run (the clock stands still anyway).
-    server = Server(node, "echo", _echo, accept_after=1e9)  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        server._nursery = nursery
-        port.add_server("echo", server)
-        nursery.start_soon(server._send_replies)
-        nursery.start_soon(server._accept)
+    node: Any = _StubNode()
+    # ACCEPTED far beyond the run (the clock stands still anyway); the port
+    # open_server registers on is the node's one, which open_port finds.
+    async with open_server(node, _echo, service="echo", accept_after=1e9), open_port(node) as port:
         await _drive(count, node.sent, node.lot, port.dispatch_batch)
-        nursery.cancel_scope.cancel()
 
 
 async def _least(count: int) -> None:

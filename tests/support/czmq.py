@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import random
 import socket
 from pathlib import Path
 
@@ -23,10 +24,27 @@ CZMQ_MISSING = "libczmq is not installed (scripts/build-zyre.sh installs it)"
 
 
 def free_tcp_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A TCP port on loopback that nothing holds now, below the kernel's ephemeral range.
+
+    The port ``bind(0)`` hands out comes from the ephemeral range, where any
+    other test's outgoing connection may take it before the caller binds it
+    (CI saw "Address already in use" so once); below that range only
+    explicit binds compete, and each probe picks at random.
+    """
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        ephemeral = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default
+    for _ in range(100):
+        port = random.randrange(10000, max(ephemeral, 10001))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken: another
+            return port
+    raise RuntimeError("no free TCP port below the ephemeral range on 127.0.0.1")
 
 
 class ZGossip:

@@ -41,6 +41,7 @@ from tests.support.spark import require_java
 pytest.importorskip("pyspark")
 
 from trizre.audit import _java, cli
+from trizre.audit._lines import driver_frame
 from trizre.audit._rules import (
     HiddenTraceFiles,
     latency_histogram,
@@ -63,6 +64,14 @@ require_java()
 pytestmark = pytest.mark.spark
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -502,6 +511,55 @@ def test_presence_churn_and_silence_before_exit(spark: SparkSession, tmp_path: P
         "max": approx(1.0),
     }
     assert (reasons["beacon"]["exits"], reasons["beacon"]["measured"]) == (1, 0)
+
+
+def test_presence_reads_only_the_files_of_nodes_that_saw_an_exit(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Every file of such a node is read (here rotated: the exit and the last
+    line heard are in different files); no file of any other node is."""
+    tr = Traces()
+    observer, peer, server = tr.node("observer"), tr.node("peer"), tr.node("server")
+    tr.enter(observer, peer, 1.0)
+    tr.whisper_received(observer, peer, 2.0)
+    tr.line(observer, "whisper-sent", 3.0, peer=peer.uuid, seq=3)
+    tr.line(observer, "whisper-sent", 4.0, peer=peer.uuid, seq=4)
+    tr.exit(observer, peer, 9.0, reason="expired")
+    tr.enter(server, peer, 1.0)
+    tr.whisper_received(server, peer, 5.0)
+    tr.enter(peer, observer, 1.0)
+    directory = tr.write(tmp_path, rotate_every=2)
+    assert len(list(directory.glob("observer-*"))) == 3
+    tagged = _tagged(spark, directory)
+    ov = overview(tagged)
+    # Spark listed every file when the lines were first read: had presence
+    # read a file deleted since, it would fail.
+    for node in (server, peer):
+        for path in directory.glob(f"{node.name}-*"):
+            path.unlink()
+    result = presence(spark, valid_lines(tagged), ov, 10)
+    [entry] = result["exits_listed"]
+    assert (entry["observer_name"], entry["last_heard_ts"]) == ("observer", 2.0)
+    assert entry["silence"] == approx(7.0)
+
+
+def test_driver_frame_keeps_every_value(spark: SparkSession) -> None:
+    schema = StructType(
+        [
+            StructField("name", StringType()),
+            StructField("n", LongType()),
+            StructField("ts", DoubleType()),
+            StructField("times", ArrayType(DoubleType())),
+        ]
+    )
+    rows = [
+        ("quote ' \" \\ é", 2**62, 1217.214481, [0.1, 1e-9]),
+        (None, None, None, []),
+    ]
+    frame = driver_frame(spark, schema, rows)
+    assert frame.schema == schema
+    assert [tuple(r) for r in frame.collect()] == rows
+    assert driver_frame(spark, schema, []).collect() == []
 
 
 # --------------------------------------------------------------------------

@@ -6,12 +6,14 @@ Also the small column helpers every pass of the audit shares.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StructType
 
 from ..trace import _contract as T
 from . import _schema as S
@@ -85,21 +87,25 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
     """The lines of every ``*.jsonl`` file under *path* (:func:`trace_files`), v1 schema.
 
     Never infers a schema.  Unreadable lines keep their text in
-    ``_corrupt_record``.  Folders are read whatever their name; a file
-    whose name starts with ``_`` or ``.`` raises :class:`HiddenTraceFiles`,
-    since Spark reads no such file even when named explicitly.
+    ``_corrupt_record``; ``_file`` says which file each line came from.
+    Folders are read whatever their name; a file whose name starts with
+    ``_`` or ``.`` raises :class:`HiddenTraceFiles`, since Spark reads no
+    such file even when named explicitly.
     """
     files = trace_files(spark, path)
     hidden = [f for f in files if f.rsplit("/", 1)[-1].startswith(("_", "."))]
     if hidden:
         raise HiddenTraceFiles(hidden)
     if not files:
-        return spark.createDataFrame([], S.SCHEMA)
+        return spark.createDataFrame([], S.SCHEMA).withColumn(
+            S.FILE_COLUMN, F.lit(None).cast("string")
+        )
     return (
         spark.read.schema(S.SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", S.CORRUPT_COLUMN)
         .json(files)
+        .withColumn(S.FILE_COLUMN, F.col("_metadata.file_path"))
     )
 
 
@@ -142,13 +148,14 @@ USED_COLUMNS: Final = (
 
 def tag_lines(raw: DataFrame, clock: str) -> DataFrame:
     """*raw* reduced to the fields the rules use, the chosen clock as ``ts``,
-    and ``line_status``: ``ok``, ``malformed``, ``other-version`` or
-    ``incomplete`` (no kind, node or time)."""
+    the file it came from as ``file``, and ``line_status``: ``ok``,
+    ``malformed``, ``other-version`` or ``incomplete`` (no kind, node or time)."""
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {CLOCKS}, not {clock!r}")
     return raw.select(
         _line_status(clock).alias("line_status"),
         F.col(clock).alias("ts"),
+        F.col(S.FILE_COLUMN).alias("file"),
         *USED_COLUMNS,
     )
 
@@ -232,6 +239,19 @@ def _line_number(
             taken.add(number)
             return number
     return None
+
+
+def driver_frame(
+    spark: SparkSession, schema: StructType, rows: Iterable[Sequence[Any]]
+) -> DataFrame:
+    """A DataFrame of *rows* held by the driver (a few per node), in *schema*'s columns.
+
+    The JVM parses them from one JSON literal: ``createDataFrame`` would
+    hand them to a Python worker process, whose start costs about a second
+    of the audit (docs/benchmarks.md).
+    """
+    text = json.dumps([dict(zip(schema.names, row, strict=True)) for row in rows])
+    return spark.range(1).select(F.inline(F.from_json(F.lit(text), ArrayType(schema))))
 
 
 def valid_lines(tagged: DataFrame) -> DataFrame:

@@ -28,7 +28,8 @@ def overview_groups(tagged: DataFrame) -> DataFrame:
     every line instead (10 M lines on 2 cores: docs/benchmarks.md).  The
     name and the rare lines' fields are grouping keys instead: a node has
     one name or a few, and each rare line is a group of its own (``n``
-    counts identical ones), every other line has a null ``small``.
+    counts identical ones), every other line has a null ``small``.  The
+    file is a key too, so that presence can read only its observers' files.
     """
     small = F.struct(
         F.col("ts"),
@@ -42,13 +43,14 @@ def overview_groups(tagged: DataFrame) -> DataFrame:
     return (
         tagged.select(
             "line_status",
+            "file",
             "node",
             "name",
             "kind",
             "ts",
             F.when(_kind(*_SMALL_KINDS), small).alias("small"),
         )
-        .groupBy("line_status", "node", "name", "kind", "small")
+        .groupBy("line_status", "file", "node", "name", "kind", "small")
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.min("ts").alias("first_ts"),
@@ -81,6 +83,7 @@ def overview(tagged: DataFrame) -> Overview:
         info = ov.nodes.setdefault(node, NodeInfo(node))
         info.lines += n
         info.kinds[kind] = info.kinds.get(kind, 0) + n
+        info.files.add(row["file"])
         if row["name"] is not None:
             # The greatest name a node wrote, whatever order the groups come in.
             names[node] = max(names.get(node, ""), str(row["name"]))

@@ -8,9 +8,10 @@ from typing import Final
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DoubleType, StringType, StructField, StructType
 
 from ..trace import _contract as T
-from ._lines import _float, _int, _kind
+from ._lines import _float, _int, _kind, driver_frame
 from ._summary import (
     FLAGS,
     INFO_FLAGS,
@@ -31,6 +32,15 @@ PERCENTILE_ACCURACY: Final = 10_000
 exact (nearest rank) below 10,000 values."""
 
 HISTOGRAM_BINS_PER_DECADE: Final = 10
+
+_LIFECYCLE: Final = StructType(
+    [
+        StructField("client", StringType()),
+        StructField("starts", ArrayType(DoubleType())),
+        StructField("stops", ArrayType(DoubleType())),
+    ]
+)
+"""Each client's ``node-start`` and ``node-stop`` times, from pass 1."""
 
 # --------------------------------------------------------------------------
 # Pass 2: the request table
@@ -166,9 +176,10 @@ def request_table(lines: DataFrame, ov: Overview) -> DataFrame:
     # and never stopped cleanly before its next start (or the trace's end):
     # killed (kill -9, a crash) with the request in flight.  Its client can
     # no longer be answered; nothing says the system lost it.
-    lifecycle = lines.sparkSession.createDataFrame(
+    lifecycle = driver_frame(
+        lines.sparkSession,
+        _LIFECYCLE,
         [(n.node, n.starts, n.stops) for n in ov.nodes.values() if n.starts or n.stops],
-        "client string, starts array<double>, stops array<double>",
     )
     sent_at = last_sent
     next_start = F.array_min(F.filter("starts", lambda x: x > sent_at))

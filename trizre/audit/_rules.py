@@ -9,7 +9,8 @@ Spark does the heavy lifting in three passes over the JSON lines:
    by one grouped aggregation with conditional aggregates; it is written to
    Parquet and everything else about requests reads it back from there;
 3. *presence*: the exits, broadcast, joined with the lines proving the
-   observer had heard from that peer, to find the last of them.
+   observer had heard from that peer, to find the last of them; only the
+   files holding the lines of nodes that saw an exit are read.
 
 Binary Star intervals are computed on the driver by plain Python
 (:func:`bstar_timeline`), because a fleet writes a handful of state changes,

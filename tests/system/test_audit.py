@@ -44,6 +44,7 @@ from trizre.audit import _java, cli
 from trizre.audit._lines import driver_frame
 from trizre.audit._rules import (
     HiddenTraceFiles,
+    _sorting_aggregations,
     latency_histogram,
     latency_stats,
     overview,
@@ -64,6 +65,7 @@ require_java()
 pytestmark = pytest.mark.spark
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.types import (  # noqa: E402
     ArrayType,
     DoubleType,
@@ -541,6 +543,26 @@ def test_presence_reads_only_the_files_of_nodes_that_saw_an_exit(
     [entry] = result["exits_listed"]
     assert (entry["observer_name"], entry["last_heard_ts"]) == ("observer", 2.0)
     assert entry["silence"] == approx(7.0)
+
+
+def test_only_the_request_table_is_planned_to_sort(spark: SparkSession, tmp_path: Path) -> None:
+    """Its aggregation sorts from the start; percentiles over a few groups hash."""
+    key = "spark.sql.execution.useObjectHashAggregateExec"
+    tr = Traces()
+    client, server = tr.node("client", start=0.0), tr.node("server", start=0.0)
+    tr.request(client, server, 1, 1.0)
+    tagged = _tagged(spark, tr.write(tmp_path))
+    table = request_table(valid_lines(tagged), overview(tagged))
+    before = spark.conf.get(key)
+    with _sorting_aggregations(spark):
+        plan = table._jdf.queryExecution().executedPlan().toString()
+    assert "SortAggregate" in plan and "ObjectHashAggregate" not in plan, plan
+    assert spark.conf.get(key) == before
+    percentiles = (
+        spark.range(100).groupBy((F.col("id") % 3).alias("g")).agg(F.percentile_approx("id", 0.5))
+    )
+    plan = percentiles._jdf.queryExecution().executedPlan().toString()
+    assert "ObjectHashAggregate" in plan and "SortAggregate" not in plan, plan
 
 
 def test_driver_frame_keeps_every_value(spark: SparkSession) -> None:

@@ -30,7 +30,9 @@ summary from them, and still offers every name it held before the split
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
@@ -167,6 +169,30 @@ def audit(
     )
 
 
+_OBJECT_HASH: Final = "spark.sql.execution.useObjectHashAggregateExec"
+
+
+@contextlib.contextmanager
+def _sorting_aggregations(spark: SparkSession) -> Iterator[None]:
+    """Spark plans aggregations with list or struct buffers as sort aggregations.
+
+    For the request table: its aggregation (a million groups, string and
+    list buffers) outgrows an object hash map at once and falls back to
+    sorting, and sorting from the start costs less CPU (docs/benchmarks.md).
+    The small aggregations after it (percentiles over a few groups) are
+    cheaper hashed, so the session's setting is restored on leaving.
+    """
+    before = spark.conf.get(_OBJECT_HASH)
+    spark.conf.set(_OBJECT_HASH, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_OBJECT_HASH)
+        else:
+            spark.conf.set(_OBJECT_HASH, before)
+
+
 def _audit(
     spark: SparkSession,
     tagged: DataFrame,
@@ -213,12 +239,14 @@ def _audit(
     lines = valid_lines(tagged)
     built = request_table(lines, ov)
     written: Path | None = None
-    if requests_path is not None:
-        built.write.mode("overwrite").parquet(requests_path)
-        table = spark.read.parquet(requests_path)
-        written = Path(requests_path)
-    else:
-        table = built.cache()
+    with _sorting_aggregations(spark):
+        if requests_path is not None:
+            built.write.mode("overwrite").parquet(requests_path)
+            table = spark.read.parquet(requests_path)
+            written = Path(requests_path)
+        else:
+            table = built.cache()
+            table.count()
     lap("request_table")
     try:
         summary["requests"] = request_summary(table, max_listed)

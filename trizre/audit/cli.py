@@ -49,17 +49,13 @@ cores (10 M lines on 2 cores: about 5 s less, docs/benchmarks.md)."""
 LOCAL_CONFIG: Final = {
     "spark.shuffle.compress": "false",
     "spark.shuffle.spill.compress": "false",
-    "spark.sql.execution.useObjectHashAggregateExec": "false",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 """Spark settings of a local-mode audit: shuffle files stay on this machine,
 so compressing them costs CPU and saves no network (10 M lines on 2 cores:
-about 4 s less, docs/benchmarks.md).  The request table's aggregation
-(a million groups, string and list buffers) outgrows an object hash map at
-once and falls back to sorting; sorting from the start costs less CPU.
-The trace files are listed by the driver itself: above 32 paths Spark
-would run a job to list them in parallel, which on one machine costs a
-second and saves nothing."""
+about 4 s less, docs/benchmarks.md).  The trace files are listed by the
+driver itself: above 32 paths Spark would run a job to list them in
+parallel, which on one machine costs a second and saves nothing."""
 
 _LOG4J2: Final = """\
 rootLogger.level = warn

@@ -47,9 +47,11 @@ from trizre.audit._rules import (
     _sorting_aggregations,
     latency_histogram,
     latency_stats,
+    observer_files,
     overview,
     overview_groups,
     presence,
+    read_files,
     read_lines,
     request_summary,
     request_table,
@@ -518,8 +520,8 @@ def test_presence_churn_and_silence_before_exit(spark: SparkSession, tmp_path: P
 def test_presence_reads_only_the_files_of_nodes_that_saw_an_exit(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Every file of such a node is read (here rotated: the exit and the last
-    line heard are in different files); no file of any other node is."""
+    """Every file of such a node (here rotated: the exit and the last line
+    heard are in different files), and no file of any other node."""
     tr = Traces()
     observer, peer, server = tr.node("observer"), tr.node("peer"), tr.node("server")
     tr.enter(observer, peer, 1.0)
@@ -531,18 +533,21 @@ def test_presence_reads_only_the_files_of_nodes_that_saw_an_exit(
     tr.whisper_received(server, peer, 5.0)
     tr.enter(peer, observer, 1.0)
     directory = tr.write(tmp_path, rotate_every=2)
-    assert len(list(directory.glob("observer-*"))) == 3
-    tagged = _tagged(spark, directory)
-    ov = overview(tagged)
-    # Spark listed every file when the lines were first read: had presence
-    # read a file deleted since, it would fail.
-    for node in (server, peer):
-        for path in directory.glob(f"{node.name}-*"):
-            path.unlink()
-    result = presence(spark, valid_lines(tagged), ov, 10)
-    [entry] = result["exits_listed"]
+    ov = overview(_tagged(spark, directory))
+    files = observer_files(ov)
+    assert files is not None
+    assert sorted(Path(f).name for f in files) == sorted(
+        p.name for p in directory.glob("observer-*")
+    )
+    assert len(files) == 3
+    lines = valid_lines(tag_lines(read_files(spark, files), "m"))
+    [entry] = presence(spark, lines, ov, 10)["exits_listed"]
     assert (entry["observer_name"], entry["last_heard_ts"]) == ("observer", 2.0)
     assert entry["silence"] == approx(7.0)
+    # When every node saw an exit, every file is read: no list.
+    tr.exit(server, peer, 9.0)
+    tr.exit(peer, observer, 9.0)
+    assert observer_files(overview(_tagged(spark, tr.write(tmp_path / "all")))) is None
 
 
 def test_only_the_request_table_is_planned_to_sort(spark: SparkSession, tmp_path: Path) -> None:

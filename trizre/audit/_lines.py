@@ -87,25 +87,26 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
     """The lines of every ``*.jsonl`` file under *path* (:func:`trace_files`), v1 schema.
 
     Never infers a schema.  Unreadable lines keep their text in
-    ``_corrupt_record``; ``_file`` says which file each line came from.
-    Folders are read whatever their name; a file whose name starts with
-    ``_`` or ``.`` raises :class:`HiddenTraceFiles`, since Spark reads no
-    such file even when named explicitly.
+    ``_corrupt_record``.  Folders are read whatever their name; a file
+    whose name starts with ``_`` or ``.`` raises :class:`HiddenTraceFiles`,
+    since Spark reads no such file even when named explicitly.
     """
     files = trace_files(spark, path)
     hidden = [f for f in files if f.rsplit("/", 1)[-1].startswith(("_", "."))]
     if hidden:
         raise HiddenTraceFiles(hidden)
+    return read_files(spark, files)
+
+
+def read_files(spark: SparkSession, files: list[str]) -> DataFrame:
+    """The lines of these trace files (paths or URIs), as :func:`read_lines` reads them."""
     if not files:
-        return spark.createDataFrame([], S.SCHEMA).withColumn(
-            S.FILE_COLUMN, F.lit(None).cast("string")
-        )
+        return spark.createDataFrame([], S.SCHEMA)
     return (
         spark.read.schema(S.SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", S.CORRUPT_COLUMN)
         .json(files)
-        .withColumn(S.FILE_COLUMN, F.col("_metadata.file_path"))
     )
 
 
@@ -148,14 +149,13 @@ USED_COLUMNS: Final = (
 
 def tag_lines(raw: DataFrame, clock: str) -> DataFrame:
     """*raw* reduced to the fields the rules use, the chosen clock as ``ts``,
-    the file it came from as ``file``, and ``line_status``: ``ok``,
-    ``malformed``, ``other-version`` or ``incomplete`` (no kind, node or time)."""
+    and ``line_status``: ``ok``, ``malformed``, ``other-version`` or
+    ``incomplete`` (no kind, node or time)."""
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {CLOCKS}, not {clock!r}")
     return raw.select(
         _line_status(clock).alias("line_status"),
         F.col(clock).alias("ts"),
-        F.col(S.FILE_COLUMN).alias("file"),
         *USED_COLUMNS,
     )
 

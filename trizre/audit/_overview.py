@@ -29,7 +29,8 @@ def overview_groups(tagged: DataFrame) -> DataFrame:
     name and the rare lines' fields are grouping keys instead: a node has
     one name or a few, and each rare line is a group of its own (``n``
     counts identical ones), every other line has a null ``small``.  The
-    file is a key too, so that presence can read only its observers' files.
+    file (``input_file_name``) is a key too, so that presence can read
+    only the files it needs (:func:`~._presence.observer_files`).
     """
     small = F.struct(
         F.col("ts"),
@@ -43,7 +44,7 @@ def overview_groups(tagged: DataFrame) -> DataFrame:
     return (
         tagged.select(
             "line_status",
-            "file",
+            F.input_file_name().alias("file"),
             "node",
             "name",
             "kind",
@@ -83,7 +84,7 @@ def overview(tagged: DataFrame) -> Overview:
         info = ov.nodes.setdefault(node, NodeInfo(node))
         info.lines += n
         info.kinds[kind] = info.kinds.get(kind, 0) + n
-        info.files.add(row["file"])
+        info.files.add(str(row["file"] or ""))
         if row["name"] is not None:
             # The greatest name a node wrote, whatever order the groups come in.
             names[node] = max(names.get(node, ""), str(row["name"]))

@@ -30,29 +30,32 @@ _EXITS: Final = StructType(
 previous exit of the same peer."""
 
 
-def _observers_lines(lines: DataFrame, ov: Overview) -> DataFrame:
-    """*lines*, less the files that hold no line of a node that saw an exit.
+def observer_files(ov: Overview) -> list[str] | None:
+    """The files holding every line of the nodes that saw an exit.
 
-    The overview says which files hold whose lines, and Spark skips a whole
-    file when a filter on its path rules it out: the files of nodes that saw
-    no exit are not read again (in the benchmark's trace, the servers': half
-    of its bytes).
+    Presence needs only those nodes' lines, and a node's lines are in its
+    own trace files: reading just these files skips the others (in the
+    benchmark's trace, the servers': half of its bytes).  ``None`` when
+    that would be every file, or a line's file is not known.
     """
-    everywhere: set[str | None] = set()
-    wanted: set[str | None] = set()
+    everywhere: set[str] = set()
+    wanted: set[str] = set()
     for info in ov.nodes.values():
         everywhere |= info.files
         if info.exits:
             wanted |= info.files
-    if None in wanted or wanted == everywhere:
-        return lines
-    return lines.where(F.col("file").isin(sorted(f for f in wanted if f is not None)))
+    if "" in wanted or wanted == everywhere:
+        return None
+    return sorted(wanted)
 
 
 def presence(
     spark: SparkSession, lines: DataFrame, ov: Overview, max_listed: int
 ) -> PresenceSummary:
     """Peer churn per observer, and silence before each ``exit``.
+
+    *lines* must hold every line of the nodes that saw an exit (those of
+    :func:`observer_files` will do).
 
     The silence of an exit is the time from the last line on that observer
     proving it heard from that peer (:data:`~._schema.HEARD_FROM_KINDS`,
@@ -89,14 +92,10 @@ def presence(
         _EXITS,
         [(i, info.node, line.peer, line.ts, prev) for i, (info, line, prev) in enumerate(exits)],
     )
-    heard = (
-        _observers_lines(lines, ov)
-        .where(_kind(*T.HEARD_FROM_KINDS))
-        .select(
-            F.col("node").alias("h_observer"),
-            F.coalesce(F.col("peer"), F.col("client")).alias("h_peer"),
-            F.col("ts").alias("h_ts"),
-        )
+    heard = lines.where(_kind(*T.HEARD_FROM_KINDS)).select(
+        F.col("node").alias("h_observer"),
+        F.coalesce(F.col("peer"), F.col("client")).alias("h_peer"),
+        F.col("ts").alias("h_ts"),
     )
     e = F.broadcast(exit_df)
     last_heard = {

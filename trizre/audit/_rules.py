@@ -52,6 +52,7 @@ from ._lines import (
     _line_number,
     _line_status,
     _local_path,
+    read_files,
     read_lines,
     tag_lines,
     trace_files,
@@ -59,7 +60,7 @@ from ._lines import (
     valid_lines,
 )
 from ._overview import _SMALL_KINDS, overview, overview_groups
-from ._presence import presence
+from ._presence import observer_files, presence
 from ._requests import (
     HISTOGRAM_BINS_PER_DECADE,
     PERCENTILE_ACCURACY,
@@ -103,7 +104,9 @@ __all__ = [
     "latency_stats",
     "overview",
     "overview_groups",
+    "observer_files",
     "presence",
+    "read_files",
     "read_lines",
     "request_summary",
     "request_table",
@@ -258,6 +261,9 @@ def _audit(
         bstar["failovers"] = failover_outages(spark, table, failovers, max_listed)
         summary["bstar"] = bstar
         lap("bstar")
+        files = observer_files(ov)
+        if files is not None:
+            lines = valid_lines(tag_lines(read_files(spark, files), clock))
         summary["presence"] = presence(spark, lines, ov, max_listed)
         lap("presence")
         nodes = sorted(ov.nodes.values(), key=lambda i: (i.name or "", i.node))

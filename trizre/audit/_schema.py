@@ -28,10 +28,6 @@ from pyspark.sql.types import (
 CORRUPT_COLUMN: Final = "_corrupt_record"
 """Where Spark puts the raw text of a line it could not read."""
 
-FILE_COLUMN: Final = "_file"
-"""Added by the reader, not a trace field: the file each line was read from
-(Spark's ``_metadata.file_path``; a filter on it skips whole files)."""
-
 
 def _str(name: str) -> StructField:
     return StructField(name, StringType(), nullable=True)

@@ -70,8 +70,8 @@ class NodeInfo:
     starts: list[float] = field(default_factory=list)
     stops: list[float] = field(default_factory=list)
     exits: list[ExitLine] = field(default_factory=list)
-    files: set[str | None] = field(default_factory=set)
-    """The files its lines were read from (``None``: lines not read from a file)."""
+    files: set[str] = field(default_factory=set)
+    """The files its lines were read from (``""``: lines not read from a file)."""
 
 
 @final

@@ -40,7 +40,7 @@ from tests.support.spark import require_java
 
 pytest.importorskip("pyspark")
 
-from trizre.audit import _java, cli
+from trizre.audit import _java, _lines, cli
 from trizre.audit._lines import driver_frame
 from trizre.audit._rules import (
     HiddenTraceFiles,
@@ -587,6 +587,25 @@ def test_driver_frame_keeps_every_value(spark: SparkSession) -> None:
     assert frame.schema == schema
     assert [tuple(r) for r in frame.collect()] == rows
     assert driver_frame(spark, schema, []).collect() == []
+    with pytest.raises(ValueError):
+        driver_frame(spark, schema, [("short row",)])
+
+
+def test_driver_frame_of_many_rows_is_no_literal(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A literal travels inside every task: past a bound the rows go the usual way."""
+    schema = StructType([StructField("n", LongType()), StructField("name", StringType())])
+    rows = [(i, f"node-{i}") for i in range(2000)]
+
+    def literal(frame: DataFrame) -> bool:
+        return "from_json" in frame._jdf.queryExecution().analyzed().toString()
+
+    assert literal(driver_frame(spark, schema, rows[:10]))
+    monkeypatch.setattr(_lines, "DRIVER_FRAME_LITERAL", 1000)
+    frame = driver_frame(spark, schema, rows)
+    assert not literal(frame)
+    assert sorted(tuple(r) for r in frame.collect()) == rows
 
 
 # --------------------------------------------------------------------------

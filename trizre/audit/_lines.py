@@ -6,7 +6,7 @@ Also the small column helpers every pass of the audit shares.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlparse
@@ -241,16 +241,25 @@ def _line_number(
     return None
 
 
+DRIVER_FRAME_LITERAL: Final = 4 << 20
+"""Above this many characters of JSON, :func:`driver_frame` uses ``createDataFrame``."""
+
+
 def driver_frame(
-    spark: SparkSession, schema: StructType, rows: Iterable[Sequence[Any]]
+    spark: SparkSession, schema: StructType, rows: Sequence[Sequence[Any]]
 ) -> DataFrame:
     """A DataFrame of *rows* held by the driver (a few per node), in *schema*'s columns.
 
     The JVM parses them from one JSON literal: ``createDataFrame`` would
     hand them to a Python worker process, whose start costs about a second
-    of the audit (docs/benchmarks.md).
+    of the audit (docs/benchmarks.md).  A literal travels inside every
+    task, so past :data:`DRIVER_FRAME_LITERAL` (tens of thousands of rows:
+    a trace of unusual churn) the rows go through ``createDataFrame`` after
+    all.  Raises :class:`ValueError` when a row's length is not the schema's.
     """
     text = json.dumps([dict(zip(schema.names, row, strict=True)) for row in rows])
+    if len(text) > DRIVER_FRAME_LITERAL:
+        return spark.createDataFrame(rows, schema)
     return spark.range(1).select(F.inline(F.from_json(F.lit(text), ArrayType(schema))))
 
 

@@ -102,9 +102,9 @@ __all__ = [
     "failover_outages",
     "latency_histogram",
     "latency_stats",
+    "observer_files",
     "overview",
     "overview_groups",
-    "observer_files",
     "presence",
     "read_files",
     "read_lines",
@@ -262,9 +262,10 @@ def _audit(
         summary["bstar"] = bstar
         lap("bstar")
         files = observer_files(ov)
-        if files is not None:
-            lines = valid_lines(tag_lines(read_files(spark, files), clock))
-        summary["presence"] = presence(spark, lines, ov, max_listed)
+        observers = (
+            lines if files is None else valid_lines(tag_lines(read_files(spark, files), clock))
+        )
+        summary["presence"] = presence(spark, observers, ov, max_listed)
         lap("presence")
         nodes = sorted(ov.nodes.values(), key=lambda i: (i.name or "", i.node))
         summary["nodes"] = {

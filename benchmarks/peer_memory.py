@@ -16,7 +16,8 @@ measures libzmq's side instead, by RSS, in a fresh process: what one
 DEALER connected to a ROUTER over TCP on loopback costs, both ends (what
 a node holds for each peer in another process: its DEALER to the peer,
 the peer's connection into its inbox), before and after one message
-each, and with the socket monitor a watched link adds (issue 28).
+each, and with the socket monitor a watched link adds (issue 28: the
+node reads all its links' monitors with one socket, ``LinkWatch``).
 """
 
 from __future__ import annotations
@@ -98,16 +99,20 @@ def libzmq_links(n: int) -> None:
     for _ in range(n):
         router.recv_multipart()
     print(f"after one message each:        {(_rss_kb() - base) / n:5.1f} kB a link")
-    before = _rss_kb()
-    monitors = []
+    # What a watched link adds (watch_links, LinkWatch): libzmq's monitor
+    # socket inside the DEALER and its inproc pipe to the node's one PULL.
+    before, fds = _rss_kb(), len(os.listdir("/proc/self/fd"))
+    watch = ctx.socket(zmq.PULL)
     for i, dealer in enumerate(dealers):
         address = f"inproc://monitor-{i}"
         dealer.monitor(address, zmq.EVENT_DISCONNECTED)
-        monitor = ctx.socket(zmq.PAIR)
-        monitor.connect(address)
-        monitors.append(monitor)
+        watch.connect(address)
     time.sleep(0.5)
-    print(f"a socket monitor (watch_links): {(_rss_kb() - before) / n:5.1f} kB a link more")
+    more_fds = (len(os.listdir("/proc/self/fd")) - fds) / n
+    print(
+        f"watched (a monitor each, one reader): {(_rss_kb() - before) / n:5.1f} kB a link more, "
+        f"{more_fds:.2f} descriptors"
+    )
     ctx.destroy(linger=0)
 
 

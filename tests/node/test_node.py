@@ -739,7 +739,7 @@ async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whisper
 
 @pytest.mark.parametrize("watch", [True, False])
 async def test_watch_links_false_gives_a_tcp_peer_no_socket_monitor(watch: bool) -> None:
-    """Issue 28: ``watch_links=False`` saves each TCP peer its monitor (2 descriptors, ~20 kB)."""
+    """Issue 28: ``watch_links=False`` saves each TCP peer its monitor (a descriptor, ~13 kB)."""
     port = free_udp_port()
     options = {"beacon_port": port, "interface": "lo", "local_links": False}
     with trio.fail_after(20):
@@ -754,7 +754,8 @@ async def test_watch_links_false_gives_a_tcp_peer_no_socket_monitor(watch: bool)
             await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"hello",))
             link = a._core.peers[b.uuid].link
             assert isinstance(link, TcpLink)
-            assert (link._monitor is not None) is watch
+            assert (a._link_watch is not None and link in a._link_watch) is watch
+            assert (a._link_watch is None) is not watch  # no watch socket either
     with pytest.raises(TypeError):
         async with trizre.open_node("c", watch_links="no", **options):  # type: ignore[arg-type]
             pass

@@ -176,8 +176,9 @@ async def test_mixed_nodes_fall_back_to_tcp() -> None:
             await b.wait_for_peer(a.uuid)
             await a.whisper(b.uuid, b"over tcp")
             assert (await next_event(b_events, trizre.Whisper)).frames == (b"over tcp",)
-            # Two ROUTERs, a DEALER each way, and each DEALER's monitor
-            # (a broken TCP link ends its peer: docs/node.md, Send guarantee).
+            # Two ROUTERs, a DEALER each way, and each node's watch over its
+            # TCP links (a broken one ends its peer: docs/node.md, Send
+            # guarantee; libzmq's monitor socket is not a ZSocket).
             assert built[0] == 6
 
 

@@ -59,6 +59,7 @@ from ..transport._curve import curve_key, z85
 from ..transport._discovery import Discovery
 from ..transport._gossip_service import GossipService
 from ..transport._interfaces import Interface, Interface6
+from ..transport._link_watch import LinkWatch
 from ..transport._links import (
     CurveClient,
     CurveServer,
@@ -139,7 +140,10 @@ class NodeShell:
         self._settle_horizon = self._sweep_period / 2
         self._local_link_closed = self._look_soon  # one bound method for all local links
         self._curve = config.curve
-        self._watch_links = config.watch_links  # issue 25; off: issue 28
+        # Each entered TCP peer's link, if config.watch_links (issue 25; off:
+        # issue 28); made with the first, in the node's nursery.
+        self._link_watch: LinkWatch[PeerSession] | None = None
+        self._nursery: trio.Nursery | None = None
         allowed = config.curve_allow
         self._core: NodeCore[PeerSession] = NodeCore(
             uuid,
@@ -183,7 +187,6 @@ class NodeShell:
         # The ZAP handler tells this node's inbox from others' by it.
         self._zap_id = b"trizre-zap-" + uuid.bytes
         self._limits = config.peer_limits
-        self._nursery: trio.Nursery | None = None  # where links are watched (_watch_link)
         # The TCP inbox's lead, and what a subscriber that led left the reader.
         self._lead: InboxLead | None = None
         self._backlog: deque[_Pending] = deque()
@@ -325,34 +328,41 @@ class NodeShell:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
         await self._apply(self._core.remove(peer, reason, trio.current_time(), detail))
 
-    async def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
-        """End an entered peer when our TCP link to it breaks (issue 25).
+    def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
+        """Watch an entered TCP peer's link (issue 25); the node's watch comes with the first."""
+        try:
+            if (watch := self._link_watch) is None:
+                assert self._nursery is not None  # peers enter once the node started
+                watch = self._link_watch = LinkWatch()
+                self._nursery.start_soon(self._end_broken_links, watch)
+            watch.watch(link, peer)
+        except zmq.ZMQError as exc:  # out of descriptors: its presence still ends it
+            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch a link: {exc}")
+
+    async def _end_broken_links(self, watch: LinkWatch[PeerSession]) -> None:
+        """End each entered peer whose TCP link broke (issue 25).
 
         libzmq would reconnect and go on sending, but what was in flight is
         lost and the peer will see a gap: its messages after it would be
         lost too, silently, while our calls returned.  Ending it reports
         Exit, and later sends raise, until it enters again (its next
-        beacon, or its HELLO, links anew).  Started when the peer enters:
-        a peer that has not said HELLO is left to the handshake timeout (a
-        CURVE server refusing our key breaks the connection at each try)
-        and costs no socket monitor.
+        beacon, or its HELLO, links anew).  A link is watched from its
+        peer's Enter: a peer that has not said HELLO is left to the
+        handshake timeout (a CURVE server refusing our key breaks the
+        connection at each try) and costs no socket monitor.
         """
         peers = self._core.peers
-        try:
-            while True:
-                await link.broken()
-                if peers.get(peer.uuid) is not peer:
-                    return
-                if peer.protocol.ready:
-                    break
-        except trio.ClosedResourceError:
-            return  # the link was closed: the peer is gone already
-        except zmq.ZMQError as exc:  # out of descriptors: its presence still ends it
-            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch a link: {exc}")
-            return
-        # Not logged beyond the core's debug line: a killed process breaks
-        # every link to it at once, and the Exit (trace reason link) says it.
-        await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
+        while True:
+            try:
+                broken = await watch.broken()
+            except trio.ClosedResourceError:
+                return  # the node stopped
+            for peer in broken:
+                # Not logged beyond the core's debug line: a killed process
+                # breaks every link to it at once, and the Exit (trace
+                # reason link) says it.
+                if peers.get(peer.uuid) is peer and peer.protocol.ready:
+                    await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
 
     # ------------------------------------------------------------- inbound
 
@@ -480,8 +490,8 @@ class NodeShell:
         untrack_events(events, _DATA_EVENTS)  # as _run does: these wait for a full subscriber
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
-            if self._watch_links and isinstance(peer.link, TcpLink) and self._nursery is not None:
-                self._nursery.start_soon(self._watch_link, peer, peer.link)
+            if self._config.watch_links and isinstance(peer.link, TcpLink):
+                self._watch_link(peer, peer.link)
         return self._core.received(peer, events, now)
 
     async def _carry_out(
@@ -824,6 +834,8 @@ class NodeShell:
             # it, except in gossip mode (no leaving beacon there), where the
             # link lingers to deliver it, as zyre does.
             peer.link.close(peer.protocol.farewell())
+        if self._link_watch is not None:
+            self._link_watch.close()  # after the links: each stopped its monitor
         if self._discovery is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 try:

@@ -25,9 +25,7 @@ Nothing is dropped while both nodes run.
 from __future__ import annotations
 
 import errno
-import itertools
 import math
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, final
 from uuid import UUID
@@ -47,8 +45,6 @@ from ..wire import OVERSIZE
 from ._zsock import ZSocket, check_busy_poll, context
 
 _RECONNECT_IVL_MAX_MS: Final = 1000  # libzmq doubles from 100 ms up to this
-_DISCONNECTED: Final = int(zmq.EVENT_DISCONNECTED)
-_MONITORS: Final = itertools.count()  # unique inproc names: a socket's fd is reused
 
 __all__ = [
     "EPHEMERAL_PORTS",
@@ -232,23 +228,24 @@ class TcpLink:
     Closing drops whatever libzmq still holds (LINGER 0), last words
     included: a stopping node does not wait for slow peers.
 
-    It can watch its connection (a libzmq socket monitor, :meth:`broken`):
-    a DEALER whose connection breaks reconnects silently and goes on
+    Its connection can be watched (``LinkWatch``, ``_link_watch.py``): a
+    DEALER whose connection breaks reconnects silently and goes on
     sending, though what was in flight is lost and the peer (whose inbox
     may have dropped us for a frame over its ``max_message_size``) sees a
-    gap.  The node ends such a peer instead.  The monitor is made at the
-    first :meth:`broken`, which the node calls once the peer entered: a
-    monitor costs two descriptors, and a forged peer that never says HELLO
-    should cost no more than its socket.
+    gap.  The node ends such a peer instead.  ``endpoint`` is what it
+    connected to, as given; ``on_close``, if set, is called with the link
+    when it closes, before its socket does (the watch stops its monitor
+    there).
     """
 
-    __slots__ = ("_linger_ms", "_monitor", "_sock", "send", "send_nowait")
+    __slots__ = ("_linger_ms", "_sock", "endpoint", "on_close", "send", "send_nowait")
 
     in_process: Final = False
 
-    def __init__(self, sock: ZSocket, linger_ms: int = 0, monitor: ZSocket | None = None) -> None:
+    def __init__(self, sock: ZSocket, endpoint: str, linger_ms: int = 0) -> None:
         self._sock = sock
-        self._monitor = monitor
+        self.endpoint = endpoint
+        self.on_close: Callable[[TcpLink], None] | None = None
         self._linger_ms = linger_ms
         # Bound once: a flood calls send_nowait for every message.
         self.send_nowait = sock.send_nowait
@@ -293,23 +290,12 @@ class TcpLink:
             zsock.close(linger=0)
             raise
         # cork: floods hand libzmq one batch, not each message.
-        return cls(ZSocket(zsock, cork=True), linger_ms)
+        return cls(ZSocket(zsock, cork=True), endpoint, linger_ms)
 
-    def _watch(self) -> ZSocket:
-        """The socket monitor, made now if need be; raises ``zmq.ZMQError`` out of descriptors."""
-        if self._monitor is None:
-            # Only disconnections: the one event that says sent messages may be lost.
-            address = f"inproc://trizre-link-{next(_MONITORS)}"
-            self._sock.zmq_socket.monitor(address, zmq.EVENT_DISCONNECTED)
-            monitor: zmq.Socket[Any] = context().socket(zmq.PAIR)
-            try:
-                monitor.connect(address)
-            except BaseException:
-                self._sock.zmq_socket.disable_monitor()
-                monitor.close(linger=0)
-                raise
-            self._monitor = ZSocket(monitor)
-        return self._monitor
+    @property
+    def zmq_socket(self) -> zmq.Socket[Any]:
+        """The DEALER, for its socket monitor."""
+        return self._sock.zmq_socket
 
     @property
     def closed(self) -> bool:
@@ -319,27 +305,6 @@ class TcpLink:
     def liveness(self, now: float) -> None:
         """Always ``None``: over TCP only the peer's traffic proves it alive."""
         return None
-
-    async def broken(self) -> None:
-        """Return once the connection to the peer's inbox broke (libzmq's DISCONNECTED).
-
-        Only a connection that was made can break: a peer not yet listening
-        is retried, not reported.  After it, libzmq reconnects on its own,
-        but what was in flight is lost, and the peer sees a sequence gap
-        (or, if its inbox dropped us for a frame over its
-        ``max_message_size``, may have ended us already).  Raises
-        ``trio.ClosedResourceError`` once the link is closed (also while
-        waiting), and ``zmq.ZMQError`` when the process is out of
-        descriptors for the monitor.  Cancellation: nothing is lost; call it
-        again.
-        """
-        if self._sock.closed:
-            raise trio.ClosedResourceError("the link is closed")
-        monitor = self._watch()
-        while True:
-            event = (await monitor.receive())[0]
-            if len(event) >= 2 and int.from_bytes(event[:2], sys.byteorder) == _DISCONNECTED:
-                return
 
     def close(self, last_words: Sequence[Sequence[bytes]] = ()) -> None:
         """Close; never waits.
@@ -354,14 +319,9 @@ class TcpLink:
             for frames in last_words:
                 if not self.send_nowait(frames):
                     break
-        if self._monitor is not None and not self._sock.closed:
-            # First: libzmq sends monitor events with a blocking send from
-            # its I/O thread, so one sent once our end is closed would
-            # stall every socket of the process.  Stopped, it sends none.
-            self._sock.zmq_socket.disable_monitor()
+        if self.on_close is not None and not self._sock.closed:
+            self.on_close(self)
         self._sock.close(self._linger_ms)
-        if self._monitor is not None:
-            self._monitor.close()
 
 
 _REGISTRY: Final[RunLocal[dict[UUID, LocalInbox]]] = RunLocal("trizre_local_inboxes", dict)

@@ -616,6 +616,19 @@ class ZSocket:
         if self._want[_POLLIN]:
             self._wake_waiters()
 
+    def connect(self, endpoint: str) -> None:
+        """Connect to ``endpoint``; raises ``zmq.ZMQError`` as pyzmq's ``connect`` does.
+
+        Through the wrapper, not the bare socket: the call processes the
+        socket's pending commands, which may make a waiting reader's
+        message ready without its descriptor signalling again (Rule 2).
+        """
+        self._check_open()
+        try:
+            self._zsock.connect(endpoint)
+        finally:
+            self._after_op()
+
     def receive_nowait(self) -> list[bytes] | None:
         """Return one ready message, or ``None`` if none is ready now."""
         self._check_open()

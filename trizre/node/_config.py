@@ -324,7 +324,7 @@ class NodeConfig:
         metadata=_option(
             "watch each entered TCP peer's link (a libzmq socket monitor) and end the peer "
             "at once when its connection breaks ([Send guarantee](#send-guarantee)); off "
-            "saves about 20 kB and 2 descriptors a peer, and a broken link then ends its "
+            "saves about 13 kB and a descriptor a peer, and a broken link then ends its "
             "peer by presence or the receiver's sequence check, as in zyre (a big mesh: "
             "[benchmarks](benchmarks.md#issue-28-cost-as-the-fleet-grows))"
         ),

@@ -143,7 +143,7 @@ async def open_node(
         watch_links: watch the link of each entered TCP peer with a
             libzmq socket monitor, ending the peer at once (Exit, reason
             ``link``) when its connection breaks (``docs/node.md``, Send
-            guarantee).  ``False`` saves about 20 kB and 2 descriptors a
+            guarantee).  ``False`` saves about 13 kB and a descriptor a
             peer; a broken link then ends its peer only by presence
             (evasive, expired) or the receiver's sequence check, as in
             zyre.  Not a bool: ``TypeError``.

@@ -63,8 +63,9 @@ class LinkWatch(Generic[T]):
         """Open the watch's socket; raises ``zmq.ZMQError`` when the process is out of sockets."""
         pull: zmq.Socket[Any] = context().socket(zmq.PULL)
         self._sock = ZSocket(pull)
-        # endpoint as libzmq names it in events -> [(link, tag)]: one in all but odd cases
-        self._links: dict[bytes, list[tuple[TcpLink, T]]] = {}
+        # endpoint as libzmq names it in events -> [(link, tag)]: one in all
+        # but odd cases; keyed by the link's own string, no copy a link
+        self._links: dict[str, list[tuple[TcpLink, T]]] = {}
         self._forget_link = self._forget  # one bound method for every link's on_close
 
     def __len__(self) -> int:
@@ -75,7 +76,7 @@ class LinkWatch(Generic[T]):
         """Whether ``link`` is watched."""
         if not isinstance(link, TcpLink):
             return False
-        return any(watched is link for watched, _ in self._links.get(link.endpoint.encode(), ()))
+        return any(watched is link for watched, _ in self._links.get(link.endpoint, ()))
 
     @property
     def closed(self) -> bool:
@@ -107,7 +108,7 @@ class LinkWatch(Generic[T]):
             watched.disable_monitor()
             raise
         link.on_close = self._forget_link
-        self._links.setdefault(link.endpoint.encode(), []).append((link, tag))
+        self._links.setdefault(link.endpoint, []).append((link, tag))
 
     def _forget(self, link: TcpLink) -> None:
         """A watched link is closing: stop its monitor, drop its entry."""
@@ -116,11 +117,10 @@ class LinkWatch(Generic[T]):
         # I/O thread; stopped, the monitor sends none about a socket that
         # no longer exists (nor to a watch that closed).
         link.zmq_socket.disable_monitor()
-        key = link.endpoint.encode()
-        entries = self._links.get(key, [])
+        entries = self._links.get(link.endpoint, [])
         entries[:] = [entry for entry in entries if entry[0] is not link]
         if not entries:
-            self._links.pop(key, None)
+            self._links.pop(link.endpoint, None)
 
     async def broken(self) -> list[T]:
         """Wait until watched links' connections broke; their tags, oldest break first.
@@ -137,7 +137,7 @@ class LinkWatch(Generic[T]):
                 event, endpoint = frames[0], frames[-1]
                 if int.from_bytes(event[:2], sys.byteorder) != _DISCONNECTED:
                     continue
-                tags.extend(tag for _, tag in links.get(endpoint, ()))
+                tags.extend(tag for _, tag in links.get(endpoint.decode(errors="replace"), ()))
             if tags:
                 return tags
 

@@ -7,15 +7,16 @@ PAIR socket it makes inside the watched socket, which sends each event
 to an inproc endpoint.  Issue 25 read each monitor with a PAIR socket
 and a task of its own; here one PULL socket connects to every watched
 link's monitor, so a watched link costs the monitor and its inproc pipe
-(about 13 kB of libzmq's memory and one descriptor, `benchmarks/
-peer_memory.py --libzmq`), not also a socket, a descriptor and a task.
+(about 13 kB of libzmq's memory and one descriptor, measured by
+``benchmarks/peer_memory.py --libzmq``), not also a socket, a
+descriptor and a task.
 
 The event names the endpoint the link connected to, exactly as given to
 ``connect`` (libzmq's words for a connecting socket), so the watch finds
 the link by it.  Not ``ZMQ_CONFLATE`` on the PULL, which would make the
 pipes smaller still: a monitor event is two frames, and a conflated pipe
 can show the first alone to a reader, which libzmq asserts against
-(``fq.cpp``, an abort of the process; reproduced).
+(``fq.cpp``, an abort of the process: ``benchmarks/monitor_conflate.py``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import gc
 import socket
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 import trio
@@ -14,6 +15,8 @@ import trio.testing
 import trizre
 from tests.support.nodes import (
     FAST,
+    a_over_b,
+    exit_reasons,
     free_udp_port,
     next_event,
     node_with_raw_peer,
@@ -704,17 +707,9 @@ async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whisper
     silently and every later whisper returned normally while b, having
     seen the gap, dropped them all.
     """
-    port = free_udp_port()
-    slow = {"beacon_port": port, "interface": "lo", "local_links": False}
-    slow |= {"beacon_interval": 0.2, "evasive_timeout": 60.0, "expired_timeout": 120.0}
     with trio.fail_after(20):
-        async with (
-            trizre.open_node("a", max_message_size=1024 * 1024, **slow) as a,
-            trizre.open_node("b", max_message_size=64 * 1024, **slow) as b,
-        ):
-            a_events, b_events = a.events(), b.events()
-            peer = await a.wait_for_peer(b.uuid)
-            await b.wait_for_peer(a.uuid)
+        async with a_over_b(beacon_interval=0.2) as (a, b, a_events, b_events):
+            peer = b.uuid
             await a.whisper(peer, b"before")
             await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"before",))
             await a.whisper(peer, b"x" * 100_000)  # under a's limit, over b's: b drops the link
@@ -737,9 +732,30 @@ async def test_a_link_the_receiver_dropped_is_reported_at_once_and_later_whisper
             assert got == expected
 
 
+async def test_a_peer_the_receiver_drops_for_frames_over_its_limit_together_learns_at_once(
+    tmp_path: Path,
+) -> None:
+    """Frames each under b's limit, over it together: b drops a, and a must learn.
+
+    libzmq keeps the connection (its limit is per frame); b drops the peer
+    and closes its link to a, which a's inbox watch sees (trace reason
+    ``link``).  Before issue 28 moved the watch to the inbox, a was not
+    told until they linked again (b's HELLO at a's next beacon: reason
+    ``hello``).
+    """
+    with trio.fail_after(20):
+        async with a_over_b(beacon_interval=1.0, trace_dir=tmp_path) as (a, b, a_events, b_events):
+            await a.whisper(b.uuid, b"x" * 40_000, b"y" * 40_000)  # each under 64 KiB, not both
+            dropped = await next_event(b_events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
+            assert isinstance(dropped, trizre.Exit) and dropped.peer == a.uuid
+            told = await next_event(a_events, trizre.Exit | trizre.Whisper)  # type: ignore[arg-type]
+            assert isinstance(told, trizre.Exit) and told.peer == b.uuid
+    assert exit_reasons(tmp_path, a.uuid) == ["link"]
+
+
 @pytest.mark.parametrize("watch", [True, False])
-async def test_watch_links_false_gives_a_tcp_peer_no_socket_monitor(watch: bool) -> None:
-    """Issue 28: ``watch_links=False`` saves each TCP peer its monitor (a descriptor, ~13 kB)."""
+async def test_watch_links_false_gives_a_node_no_inbox_monitor(watch: bool) -> None:
+    """Issue 28: ``watch_links=False`` watches no peer's connection, and opens no monitor."""
     port = free_udp_port()
     options = {"beacon_port": port, "interface": "lo", "local_links": False}
     with trio.fail_after(20):
@@ -752,10 +768,11 @@ async def test_watch_links_false_gives_a_tcp_peer_no_socket_monitor(watch: bool)
             await b.wait_for_peer(a.uuid)
             await a.whisper(peer, b"hello")  # a's watcher, if any, has run by its delivery
             await next_event(b_events, trizre.Whisper, lambda e: e.frames == (b"hello",))
-            link = a._core.peers[b.uuid].link
-            assert isinstance(link, TcpLink)
-            assert (a._link_watch is not None and link in a._link_watch) is watch
-            assert (a._link_watch is None) is not watch  # no watch socket either
+            session = a._core.peers[b.uuid]
+            assert isinstance(session.link, TcpLink)
+            assert (a._inbox_watch is not None and session in a._inbox_watch) is watch
+            assert (a._inbox_watch is None) is not watch  # no watch socket either
+            assert (a._sources is None) is not watch  # nor the inbox noting HELLOs
     with pytest.raises(TypeError):
         async with trizre.open_node("c", watch_links="no", **options):  # type: ignore[arg-type]
             pass

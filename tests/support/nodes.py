@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
@@ -30,6 +32,34 @@ def free_udp_port() -> int:
 FAST: dict[str, Any] = {"beacon_interval": 0.05, "interface": "lo"}
 MEMORY: dict[str, Any] = {"interface": "lo", "discovery": "memory", "local_links": True}
 """In-memory discovery and links: no beacon socket, no TCP link (for ``autojump_clock``)."""
+
+
+@asynccontextmanager
+async def a_over_b(
+    **options: Any,
+) -> AsyncIterator[tuple[trizre.Node, trizre.Node, trizre.EventStream, trizre.EventStream]]:
+    """a (1 MiB) and b (64 KiB max_message_size), linked; their event streams.
+
+    Over TCP unless ``local_links=True``; ``options`` go to both nodes.
+    Presence is slow: only a broken link (or a beacon, every
+    ``beacon_interval``) can end a peer within a test.
+    """
+    slow = {"beacon_port": free_udp_port(), "interface": "lo", "local_links": False}
+    slow |= {"evasive_timeout": 60.0, "expired_timeout": 120.0} | options
+    async with (
+        trizre.open_node("a", max_message_size=1024 * 1024, **slow) as a,
+        trizre.open_node("b", max_message_size=64 * 1024, **slow) as b,
+    ):
+        a_events, b_events = a.events(), b.events()
+        await a.wait_for_peer(b.uuid)
+        await b.wait_for_peer(a.uuid)
+        yield a, b, a_events, b_events
+
+
+def exit_reasons(trace_dir: Path, node: uuid.UUID) -> list[str]:
+    """The reasons of the Exits ``node`` traced (``trace_dir``), in order."""
+    records = [json.loads(line) for f in trace_dir.glob("*.jsonl") for line in f.open()]
+    return [r["reason"] for r in records if r["kind"] == "exit" and r["node"] == node.hex]
 
 
 @asynccontextmanager

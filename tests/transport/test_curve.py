@@ -20,7 +20,14 @@ import zmq.utils.z85
 from zmq.utils.monitor import parse_monitor_message
 
 import trizre
-from tests.support.nodes import FAST, free_udp_port, next_event, raw_peer, wait_logged
+from tests.support.nodes import (
+    FAST,
+    exit_reasons,
+    free_udp_port,
+    next_event,
+    raw_peer,
+    wait_logged,
+)
 from trizre import wire
 from trizre.sansio._peer import PUBLIC_KEY_HEADER, hello_from_stranger, route
 from trizre.transport._curve import CurvePolicy, allowed_keys, curve_key, load_public_keys, z85
@@ -262,6 +269,28 @@ async def test_curve_nodes_that_allow_each_other_talk() -> None:
             await na.whisper(b_id, b"secret")
             whisper = await next_event(events, trizre.Whisper)
             assert whisper.frames == (b"secret",)
+
+
+async def test_a_curve_peer_whose_connection_closes_is_ended_at_once(tmp_path: Path) -> None:
+    """The CURVE inbox (its reads tag each sender with its key) notes a HELLO's connection too.
+
+    Presence is slow here: only the inbox watch can end b within the test.
+    """
+    a, b = trizre.Certificate.generate(), trizre.Certificate.generate()
+    port = free_udp_port()
+    slow = {"beacon_port": port, "interface": "lo", "beacon_interval": 0.2}
+    slow |= {"evasive_timeout": 60.0, "expired_timeout": 120.0, "trace_dir": tmp_path}
+    with trio.fail_after(20):
+        async with trizre.open_node("a", curve=a, curve_allow=[b], **slow) as na:
+            events = na.events()
+            async with trizre.open_node("b", curve=b, curve_allow=[a], **slow) as nb:
+                await na.wait_for_peer(nb.uuid)
+                await nb.wait_for_peer(na.uuid)
+                assert na._inbox_watch is not None
+                assert na._core.peers[nb.uuid] in na._inbox_watch
+            gone = await next_event(events, trizre.Exit)
+            assert gone.peer == nb.uuid
+    assert exit_reasons(tmp_path, na.uuid) == ["link"]
 
 
 async def test_a_node_not_on_the_allow_list_never_enters(caplog: pytest.LogCaptureFixture) -> None:

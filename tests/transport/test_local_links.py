@@ -16,7 +16,14 @@ import trio
 import trio.testing
 
 import trizre
-from tests.support.nodes import FAST, free_udp_port, next_event, open_nodes, wait_for_peers
+from tests.support.nodes import (
+    FAST,
+    a_over_b,
+    free_udp_port,
+    next_event,
+    open_nodes,
+    wait_for_peers,
+)
 from trizre.trace._contract import ExitReason
 from trizre.transport._links import LocalInbox, LocalLink, lookup, register, unregister
 from trizre.transport._zsock import ZSocket
@@ -176,8 +183,8 @@ async def test_mixed_nodes_fall_back_to_tcp() -> None:
             await b.wait_for_peer(a.uuid)
             await a.whisper(b.uuid, b"over tcp")
             assert (await next_event(b_events, trizre.Whisper)).frames == (b"over tcp",)
-            # Two ROUTERs, a DEALER each way, and each node's watch over its
-            # TCP links (a broken one ends its peer: docs/node.md, Send
+            # Two ROUTERs, a DEALER each way, and each node's inbox watch's
+            # reader (a closed connection ends its peer: docs/node.md, Send
             # guarantee; libzmq's monitor socket is not a ZSocket).
             assert built[0] == 6
 
@@ -337,16 +344,8 @@ async def test_in_memory_links_apply_the_receivers_max_message_size() -> None:
     message, b ends a and closes a's link into it, as libzmq drops the
     connection; a reports Exit for b and its next whisper raises.
     """
-    port = free_udp_port()
-    slow = {"beacon_port": port, "interface": "lo", "beacon_interval": 60.0}
     with trio.fail_after(10):
-        async with (
-            trizre.open_node("a", max_message_size=1024 * 1024, **slow) as a,
-            trizre.open_node("b", max_message_size=64 * 1024, **slow) as b,
-        ):
-            a_events, b_events = a.events(), b.events()
-            await a.wait_for_peer(b.uuid)
-            await b.wait_for_peer(a.uuid)
+        async with a_over_b(local_links=True, beacon_interval=60.0) as (a, b, a_events, b_events):
             assert isinstance(a._peers[b.uuid].link, LocalLink)
             await a.whisper(b.uuid, b"x" * 100_000)
             event = await next_event(b_events, trizre.Whisper | trizre.Exit)  # type: ignore[arg-type]

@@ -322,11 +322,10 @@ class NodeConfig:
         default=True,
         validator=_flag,
         metadata=_option(
-            "watch each entered TCP peer's link (a libzmq socket monitor) and end the peer "
-            "at once when its connection breaks ([Send guarantee](#send-guarantee)); off "
-            "saves about 13 kB and a descriptor a peer, and a broken link then ends its "
-            "peer by presence or the receiver's sequence check, as in zyre (a big mesh: "
-            "[benchmarks](benchmarks.md#issue-28-cost-as-the-fleet-grows))"
+            "end an entered TCP peer at once when its connection into our inbox closes "
+            "(one libzmq socket monitor on the inbox: [Send guarantee](#send-guarantee)); "
+            "off, a broken link ends its peer by presence or the receiver's sequence check, "
+            "as in zyre"
         ),
     )
     local_links: bool = attrs.field(

@@ -140,13 +140,14 @@ async def open_node(
             ``expired_timeout`` with nothing over its link, and removed
             after twice that even while its beacons arrive (a deaf link
             must end; see ``docs/node.md``, Presence).
-        watch_links: watch the link of each entered TCP peer with a
-            libzmq socket monitor, ending the peer at once (Exit, reason
-            ``link``) when its connection breaks (``docs/node.md``, Send
-            guarantee).  ``False`` saves about 13 kB and a descriptor a
-            peer; a broken link then ends its peer only by presence
-            (evasive, expired) or the receiver's sequence check, as in
-            zyre.  Not a bool: ``TypeError``.
+        watch_links: end an entered TCP peer at once (Exit, reason
+            ``link``) when its connection into our inbox closes: it died
+            or stopped, ended us, or our inbox dropped it
+            (``docs/node.md``, Send guarantee).  One libzmq socket
+            monitor on the inbox, two descriptors a node, nothing a
+            link.  ``False``: a broken link ends its peer only by
+            presence (evasive, expired) or the receiver's sequence check,
+            as in zyre.  Not a bool: ``TypeError``.
         local_links: talk to peers in this same Trio run (other nodes
             opened here) over in-memory links instead of TCP: the same ZRE
             messages, sequence numbers and backpressure (``send_hwm``), but

@@ -58,8 +58,8 @@ from ..trace._writer import Tracer
 from ..transport._curve import curve_key, z85
 from ..transport._discovery import Discovery
 from ..transport._gossip_service import GossipService
+from ..transport._inbox_watch import InboxWatch
 from ..transport._interfaces import Interface, Interface6
-from ..transport._link_watch import LinkWatch
 from ..transport._links import (
     CurveClient,
     CurveServer,
@@ -140,9 +140,12 @@ class NodeShell:
         self._settle_horizon = self._sweep_period / 2
         self._local_link_closed = self._look_soon  # one bound method for all local links
         self._curve = config.curve
-        # Each entered TCP peer's link, if config.watch_links (issue 25; off:
-        # issue 28); made with the first, in the node's nursery.
-        self._link_watch: LinkWatch[PeerSession] | None = None
+        # Each entered TCP peer's connection into our inbox, if
+        # config.watch_links (issues 25, 28): the descriptors its HELLO
+        # came on, noted by the inbox; the watch is made with the first
+        # such peer, in the node's nursery.
+        self._sources: dict[bytes, int] | None = None
+        self._inbox_watch: InboxWatch[PeerSession] | None = None
         self._nursery: trio.Nursery | None = None
         allowed = config.curve_allow
         self._core: NodeCore[PeerSession] = NodeCore(
@@ -313,6 +316,8 @@ class NodeShell:
             # learns at once that we took nothing more from it.
             self._local.drop(peer.protocol.route)
         peer.link.close()  # wakes its waiting senders with PeerDisconnected
+        if self._inbox_watch is not None:
+            self._inbox_watch.forget(peer)
         if self._gossip is not None:
             # As zyre: forget its tuple, so that only news of it links again.
             self._gossip.unpublish(node_id(peer.uuid))
@@ -328,28 +333,32 @@ class NodeShell:
         """Forget a peer, close our link to it, and report Exit if it had entered."""
         await self._apply(self._core.remove(peer, reason, trio.current_time(), detail))
 
-    def _watch_link(self, peer: PeerSession, link: TcpLink) -> None:
-        """Watch an entered TCP peer's link (issue 25); the node's watch comes with the first."""
+    def _watch_source(self, peer: PeerSession, sources: dict[bytes, int]) -> None:
+        """Watch the connection an entered TCP peer's HELLO came on (issues 25, 28).
+
+        The node's watch (one monitor on the inbox) comes with the first.
+        """
+        fd = sources.pop(peer.protocol.route, None)
+        if fd is None:
+            return  # forgotten in a flood of HELLOs (SOURCES_MAX): presence ends it
         try:
-            if (watch := self._link_watch) is None:
-                assert self._nursery is not None  # peers enter once the node started
-                watch = self._link_watch = LinkWatch()
+            if (watch := self._inbox_watch) is None:
+                assert self._nursery is not None and self._inbox is not None  # it entered
+                watch = self._inbox_watch = InboxWatch(self._inbox)
                 self._nursery.start_soon(self._end_broken_links, watch)
-            watch.watch(link, peer)
-        except zmq.ZMQError as exc:  # out of descriptors: its presence still ends it
-            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch a link: {exc}")
+            watch.watch(fd, peer)
+        except zmq.ZMQError as exc:  # out of descriptors: presence still ends it
+            self._log_rarely("no-monitor", logging.WARNING, f"cannot watch the inbox: {exc}")
 
-    async def _end_broken_links(self, watch: LinkWatch[PeerSession]) -> None:
-        """End each entered peer whose TCP link broke (issue 25).
+    async def _end_broken_links(self, watch: InboxWatch[PeerSession]) -> None:
+        """End each entered peer whose connection into our inbox closed (issue 25).
 
-        libzmq would reconnect and go on sending, but what was in flight is
-        lost and the peer will see a gap: its messages after it would be
-        lost too, silently, while our calls returned.  Ending it reports
-        Exit, and later sends raise, until it enters again (its next
-        beacon, or its HELLO, links anew).  A link is watched from its
-        peer's Enter: a peer that has not said HELLO is left to the
-        handshake timeout (a CURVE server refusing our key breaks the
-        connection at each try) and costs no socket monitor.
+        The peer died, stopped, ended us (and closed its link), or our
+        inbox dropped it; libzmq would let it reconnect and go on after a
+        gap, and our link to it may be as dead.  Ending it reports Exit,
+        and later sends raise, until it enters again (its next beacon, or
+        its HELLO, links anew).  A connection is watched from its peer's
+        Enter: a stranger's costs nothing.
         """
         peers = self._core.peers
         while True:
@@ -362,7 +371,7 @@ class NodeShell:
                 # breaks every link to it at once, and the Exit (trace
                 # reason link) says it.
                 if peers.get(peer.uuid) is peer and peer.protocol.ready:
-                    await self._remove_peer(peer, ExitReason.LINK, "our TCP connection to it broke")
+                    await self._remove_peer(peer, ExitReason.LINK, "its connection to us closed")
 
     # ------------------------------------------------------------- inbound
 
@@ -472,11 +481,12 @@ class NodeShell:
     async def _greet(self, frames: Sequence[bytes], now: float) -> None:
         """A message from a sender we do not know: the core says whether its HELLO makes a peer."""
         connect = self._core.on_stranger(frames, now)
-        if connect is None:
+        peer = None if connect is None else self._connect(connect, now)
+        if peer is None:
+            if self._sources is not None:
+                self._sources.pop(frames[0], None)  # what the inbox noted of its HELLO
             return
-        peer = self._connect(connect, now)
-        if peer is not None:
-            await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
+        await self._after_receive(peer, frames, peer.protocol.receive(frames, now))
 
     async def _after_receive(
         self, peer: PeerSession, frames: Sequence[bytes], events: Sequence[PeerEvent]
@@ -490,8 +500,8 @@ class NodeShell:
         untrack_events(events, _DATA_EVENTS)  # as _run does: these wait for a full subscriber
         if events and type(events[0]) is Enter:
             self._peers_changed.set()  # for wait_for_peer
-            if self._config.watch_links and isinstance(peer.link, TcpLink):
-                self._watch_link(peer, peer.link)
+            if (sources := self._sources) is not None and not peer.link.in_process:
+                self._watch_source(peer, sources)
         return self._core.received(peer, events, now)
 
     async def _carry_out(
@@ -781,6 +791,8 @@ class NodeShell:
             ipv6=isinstance(interface, Interface6),
             busy_poll=self._config.busy_poll,
         )
+        if self._config.watch_links:
+            self._sources = self._inbox.note_sources(wire.SIGNATURE + bytes([wire.Command.HELLO]))
         core = self._core
         core.endpoint = self._endpoint
         # What HELLO says: a link-local scope means nothing to the peer (zyre).
@@ -834,8 +846,8 @@ class NodeShell:
             # it, except in gossip mode (no leaving beacon there), where the
             # link lingers to deliver it, as zyre does.
             peer.link.close(peer.protocol.farewell())
-        if self._link_watch is not None:
-            self._link_watch.close()  # after the links: each stopped its monitor
+        if self._inbox_watch is not None:
+            self._inbox_watch.close()  # before the inbox: it stops the inbox's monitor
         if self._discovery is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 try:

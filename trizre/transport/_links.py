@@ -228,24 +228,20 @@ class TcpLink:
     Closing drops whatever libzmq still holds (LINGER 0), last words
     included: a stopping node does not wait for slow peers.
 
-    Its connection can be watched (``LinkWatch``, ``_link_watch.py``): a
-    DEALER whose connection breaks reconnects silently and goes on
+    A DEALER whose connection breaks reconnects silently and goes on
     sending, though what was in flight is lost and the peer (whose inbox
     may have dropped us for a frame over its ``max_message_size``) sees a
-    gap.  The node ends such a peer instead.  ``endpoint`` is what it
-    connected to, as given; ``on_close``, if set, is called with the link
-    when it closes, before its socket does (the watch stops its monitor
-    there).
+    gap.  The peer's node ends us then, and closes its link to us, which
+    our node's inbox watch sees (``_inbox_watch.py``): each end learns
+    from the connection into its own inbox.
     """
 
-    __slots__ = ("_linger_ms", "_sock", "endpoint", "on_close", "send", "send_nowait")
+    __slots__ = ("_linger_ms", "_sock", "send", "send_nowait")
 
     in_process: Final = False
 
-    def __init__(self, sock: ZSocket, endpoint: str, linger_ms: int = 0) -> None:
+    def __init__(self, sock: ZSocket, linger_ms: int = 0) -> None:
         self._sock = sock
-        self.endpoint = endpoint
-        self.on_close: Callable[[TcpLink], None] | None = None
         self._linger_ms = linger_ms
         # Bound once: a flood calls send_nowait for every message.
         self.send_nowait = sock.send_nowait
@@ -290,12 +286,7 @@ class TcpLink:
             zsock.close(linger=0)
             raise
         # cork: floods hand libzmq one batch, not each message.
-        return cls(ZSocket(zsock, cork=True), endpoint, linger_ms)
-
-    @property
-    def zmq_socket(self) -> zmq.Socket[Any]:
-        """The DEALER, for its socket monitor."""
-        return self._sock.zmq_socket
+        return cls(ZSocket(zsock, cork=True), linger_ms)
 
     @property
     def closed(self) -> bool:
@@ -319,8 +310,6 @@ class TcpLink:
             for frames in last_words:
                 if not self.send_nowait(frames):
                     break
-        if self.on_close is not None and not self._sock.closed:
-            self.on_close(self)
         self._sock.close(self._linger_ms)
 
 

@@ -46,6 +46,7 @@ from cpython.bytes cimport (
 from cpython.tuple cimport PyTuple_CheckExact
 from libc.errno cimport EAGAIN, EINTR
 from libc.stddef cimport size_t
+from libc.string cimport memcmp
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)  # safe on an object already untracked
@@ -67,6 +68,7 @@ cdef extern from *:
         pass
 
 ctypedef int (*msg_fn)(trizre_msg_t *) noexcept nogil
+ctypedef int (*get_fn)(trizre_msg_t *, int) noexcept nogil
 ctypedef int (*recv_fn)(trizre_msg_t *, void *, int) noexcept nogil
 ctypedef void *(*data_fn)(trizre_msg_t *) noexcept nogil
 ctypedef size_t (*size_fn)(trizre_msg_t *) noexcept nogil
@@ -77,6 +79,7 @@ ctypedef int (*send_fn)(void *, const void *, size_t, int) noexcept nogil
 cdef msg_fn _init = NULL
 cdef msg_fn _close = NULL
 cdef msg_fn _more = NULL
+cdef get_fn _get = NULL
 cdef recv_fn _recv = NULL
 cdef data_fn _data = NULL
 cdef size_fn _size = NULL
@@ -88,6 +91,7 @@ cdef int _DONTWAIT = 1  # ZMQ_DONTWAIT
 cdef int _SNDMORE = 2  # ZMQ_SNDMORE
 cdef int _EVENTS = 15  # ZMQ_EVENTS
 cdef int _POLLIN = 1  # ZMQ_POLLIN
+cdef int _SRCFD = 2  # ZMQ_SRCFD: the descriptor of the connection a message came on
 
 
 def _pyzmq_backend():
@@ -105,7 +109,7 @@ cdef void *_symbol(void *library, bytes name) except NULL:
 
 
 cdef _bind():
-    global _init, _close, _more, _recv, _data, _size, _errno, _getsockopt, _send
+    global _init, _close, _more, _get, _recv, _data, _size, _errno, _getsockopt, _send
     if zmq.zmq_version_info()[0] != 4:
         raise ImportError(f"built for libzmq 4, pyzmq has {zmq.zmq_version()}")
     # Looked up through pyzmq's own module: dlsym searches it and the
@@ -118,6 +122,7 @@ cdef _bind():
     _init = <msg_fn>_symbol(library, b"zmq_msg_init")
     _close = <msg_fn>_symbol(library, b"zmq_msg_close")
     _more = <msg_fn>_symbol(library, b"zmq_msg_more")
+    _get = <get_fn>_symbol(library, b"zmq_msg_get")
     _recv = <recv_fn>_symbol(library, b"zmq_msg_recv")
     _data = <data_fn>_symbol(library, b"zmq_msg_data")
     _size = <size_fn>_symbol(library, b"zmq_msg_size")
@@ -148,7 +153,7 @@ cdef bytes _copy(trizre_msg_t *msg, void *socket, int more):
 
 
 def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
-         unsigned long long limit, object oversize):
+         unsigned long long limit, object oversize, dict sources=None, bytes prefix=b""):
     """Append every message ready on the socket at ``handle`` to ``batch``, while
     ``len(batch) < max_messages``; return ``(octets, errno)``.
 
@@ -156,7 +161,10 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
     starts with the sender's identity; if its other frames total more than
     ``limit`` octets, they are not copied and the list is
     ``[identity, oversize]``; ``octets`` sums a ROUTER's frames after the
-    identity (copied or not), and is 0 for other sockets.  ``errno`` is 0
+    identity (copied or not), and is 0 for other sockets.  With
+    ``sources``, a ROUTER's message whose frame after the identity starts
+    with ``prefix`` sets ``sources[identity]`` to the descriptor of the
+    connection it came on (libzmq's ``ZMQ_SRCFD``).  ``errno`` is 0
     when ``batch`` is full; ``EAGAIN`` when nothing more is ready, which
     ``EVENTS`` said last (no zmq call on the socket since: its descriptor
     will signal the next message, as ``_zsock.py``'s Rule 1 needs); else
@@ -170,6 +178,9 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
     cdef size_t events_size = sizeof(int)
     cdef list frames
     cdef int error
+    cdef bint first
+    cdef int source
+    cdef size_t prefix_size = len(prefix)
     while len(batch) < max_messages:
         _init(&msg)
         if _recv(&msg, socket, _DONTWAIT) < 0:
@@ -188,6 +199,8 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
         more = _more(&msg)
         frames = [_copy(&msg, socket, more)]
         size = 0
+        first = router and sources is not None
+        source = -1
         # libzmq hands over a message whole: once its first frame is read,
         # every other one is ready, so these reads cannot fail.
         while more:
@@ -195,6 +208,10 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
             _recv(&msg, socket, _DONTWAIT)
             size += <unsigned long long>_size(&msg)
             more = _more(&msg)
+            if first:
+                first = False
+                if _size(&msg) >= prefix_size and memcmp(_data(&msg), <char *>prefix, prefix_size) == 0:
+                    source = _get(&msg, _SRCFD)  # noted once the message is whole
             if not router or size <= limit:  # an oversize message costs libzmq's memory only
                 frames.append(_copy(&msg, socket, more))
             else:
@@ -203,6 +220,8 @@ def read(size_t handle, list batch, Py_ssize_t max_messages, bint router,
             if size > limit:
                 frames[1:] = [oversize]
             octets += size
+            if source >= 0:
+                sources[frames[0]] = source
         PyObject_GC_UnTrack(frames)  # bytes only: see the module docstring
         batch.append(frames)
     return octets, 0

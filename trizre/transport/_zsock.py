@@ -81,7 +81,7 @@ import zmq
 
 from ..wire import OVERSIZE
 
-__all__ = ["BUSY_POLL_MAX", "ZSocket", "check_busy_poll", "context"]
+__all__ = ["BUSY_POLL_MAX", "SOURCES_MAX", "ZSocket", "check_busy_poll", "context"]
 
 logger = logging.getLogger("trizre.zsock")
 
@@ -93,6 +93,10 @@ _NOBLOCK: Final = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
+_SRCFD: Final = int(zmq.SRCFD)
+
+SOURCES_MAX: Final = 4096
+"""Most connections :meth:`ZSocket.note_sources` remembers before it forgets them all."""
 _EAGAIN: Final = errno.EAGAIN
 
 
@@ -252,6 +256,8 @@ class ZSocket:
         "_poll_armed",
         "_router",
         "_sent_this_turn",
+        "_source_prefix",
+        "_sources",
         "_tag_user_id",
         "_turn",
         "_turns_seen",
@@ -327,6 +333,8 @@ class ZSocket:
         self._early = False
         self.busy_polls = 0
         self.busy_poll_hits = 0
+        self._sources: dict[bytes, int] | None = None  # see note_sources
+        self._source_prefix = b""
 
     @property
     def busy_poll(self) -> float:
@@ -347,6 +355,26 @@ class ZSocket:
     def closed(self) -> bool:
         """True once :meth:`close` has been called."""
         return self._closed
+
+    def note_sources(self, prefix: bytes) -> dict[bytes, int]:
+        """Note which connection each ROUTER message starting with ``prefix`` came on.
+
+        From now on, :meth:`receive_batch` sets ``sources[identity]`` to
+        the file descriptor of the connection (libzmq's ``ZMQ_SRCFD``) of
+        each message whose first frame after the identity starts with
+        ``prefix``; ``sources`` is the dict returned, which the caller
+        empties as it uses it.  Kept at most :data:`SOURCES_MAX` entries:
+        a batch finding it fuller clears it first, so a flood of such
+        messages nobody takes costs bounded memory.  Only the first call's
+        ``prefix`` counts; later calls return the same dict.  Raises
+        ``ValueError`` on a socket that is not a ROUTER.
+        """
+        if not self._router:
+            raise ValueError("only a ROUTER's messages have sources to note")
+        if self._sources is None:
+            self._sources = {}
+            self._source_prefix = bytes(prefix)
+        return self._sources
 
     # ------------------------------------------------------------ receive
 
@@ -412,6 +440,9 @@ class ZSocket:
         router = self._router
         tag = self._tag_user_id
         limit = self._max_size
+        sources, prefix = self._sources, self._source_prefix
+        if sources is not None and len(sources) > SOURCES_MAX:
+            sources.clear()
         # After a call that returned its wake-up's message early, this one
         # finishes that batch: the wait was the schedule point of both.
         waited = early = self._early
@@ -449,7 +480,14 @@ class ZSocket:
                 # message, or when EVENTS says nothing more is ready.
                 first_only = woken and self._lone
                 added, error = _zread.read(
-                    self._handle, batch, 1 if first_only else max_messages, router, limit, OVERSIZE
+                    self._handle,
+                    batch,
+                    1 if first_only else max_messages,
+                    router,
+                    limit,
+                    OVERSIZE,
+                    sources,
+                    prefix,
                 )
                 octets += added
                 if error == _EAGAIN:
@@ -476,6 +514,12 @@ class ZSocket:
                                 frames.append(frame.bytes)
                             if tag:
                                 frames[0] = cast(str, frame.get("User-Id")).encode() + frames[0]
+                            if (
+                                sources is not None
+                                and size <= limit
+                                and frames[1].startswith(prefix)
+                            ):
+                                sources[frames[0]] = frame.get(_SRCFD)
                             # The total is checked before each copy: an
                             # oversize message costs libzmq's memory only.
                             while frame.more:
@@ -626,6 +670,23 @@ class ZSocket:
         self._check_open()
         try:
             self._zsock.connect(endpoint)
+        finally:
+            self._after_op()
+
+    def monitor(self, address: str | None, events: int = 0) -> None:
+        """Start libzmq's monitor of this socket, sending ``events`` to ``address``; or stop it.
+
+        ``address=None`` stops it.  Raises ``zmq.ZMQError`` as pyzmq's
+        ``monitor`` does (out of sockets, a bad address).  Rule 2 is kept
+        after the call, as after any zmq call on the socket (libzmq 4.3's
+        monitor processes no commands, but nothing here relies on that).
+        """
+        self._check_open()
+        try:
+            if address is None:
+                self._zsock.disable_monitor()
+            else:
+                self._zsock.monitor(address, events)
         finally:
             self._after_op()
 

@@ -4,14 +4,13 @@
         [--load-seconds 300] [--rate 100] [--fault-every 30] [--json FILE]
 
 ``--nodes`` nodes spread over ``--processes`` processes as evenly as can be
-(``benchmarks/scale_process.py``).  Each process holds about 4 descriptors
-per pair of a node of its own and a node of another process (3 with
-``--unwatched``)
+(``benchmarks/scale_process.py``).  Each process holds about 3 descriptors
+per pair of a node of its own and a node of another process
 (:func:`files_needed`); the run checks that against the hard
 ``RLIMIT_NOFILE`` before it starts anything, and refuses a layout that does
 not fit, naming the one that would.  Without ``--processes`` it takes the
-fewest processes that fit (500 nodes under a limit of 20,000: 56 processes
-of 8 or 9 nodes).  All on ``lo`` of one network namespace
+fewest processes that fit (500 nodes under a limit of 20,000: 39 processes
+of 12 or 13 nodes).  All on ``lo`` of one network namespace
 made for the run: nodes of one process talk in memory, nodes of different
 processes over TCP.  Phases:
 
@@ -71,19 +70,18 @@ def files_needed(nodes: int, processes: int, *, unwatched: bool = False) -> int:
     """File descriptors the fullest process of a full mesh holds, about.
 
     Each link to a node of another process is a DEALER (its TCP connection
-    and its mailbox's eventfd), the DEALER's socket monitor (libzmq's
-    socket, one more mailbox, issue 25; read by one socket a node, issue
-    28; none with ``watch_links=False``) and, at the other end, an
-    accepted TCP connection: 4 per (local, remote) pair (3 unwatched),
-    plus a few hundred of its own.
+    and its mailbox's eventfd) and, at the other end, an accepted TCP
+    connection: 3 per (local, remote) pair, plus a few hundred of its
+    own.  Watching links (issues 25, 28) adds 2 a node, not a link: the
+    monitor on its inbox and what reads it (none with ``--unwatched``).
     """
     local = -(-nodes // processes)  # the fullest process
-    return (3 if unwatched else 4) * local * (nodes - local) + 500
+    return 3 * local * (nodes - local) + (0 if unwatched else 2 * local) + 500
 
 
 # RSS of a full mesh, measured (benchmarks/scale_curve.py, issue 28): a link
 # to a node of another process, and a process of a few nodes with no peers.
-KB_PER_LINK = {False: 75.0, True: 61.0}  # by unwatched (watched: one LinkWatch a node)
+KB_PER_LINK = {False: 62.0, True: 61.0}  # by unwatched (watched: one InboxWatch a node)
 MB_PER_PROCESS = 45.0
 
 

@@ -24,32 +24,32 @@ ROOT = Path(__file__).resolve().parents[2]
 SCALE = ROOT / "benchmarks" / "scale.py"
 
 
-def test_files_needed_counts_four_per_pair_across_processes() -> None:
+def test_files_needed_counts_three_per_pair_across_processes() -> None:
     # 50 local nodes, each linked to 450 in other processes: a DEALER (TCP
-    # and its mailbox), its socket monitor (libzmq's socket, one mailbox;
-    # the node reads all its monitors with one socket) and, at the far
-    # end, an accepted TCP connection.
-    assert files_needed(500, 10) == 4 * 50 * 450 + 500 == 90_500
-    assert files_needed(250, 10) == 4 * 25 * 225 + 500 == 23_000
-    assert files_needed(20, 5) == 4 * 4 * 16 + 500
+    # and its mailbox) and, at the far end, an accepted TCP connection;
+    # watching links adds the monitor on each node's inbox and its reader.
+    assert files_needed(500, 10) == 3 * 50 * 450 + 2 * 50 + 500 == 68_100
+    assert files_needed(250, 10) == 3 * 25 * 225 + 2 * 25 + 500 == 17_425
+    assert files_needed(20, 5) == 3 * 4 * 16 + 2 * 4 + 500
+    assert files_needed(20, 5, unwatched=True) == 3 * 4 * 16 + 500
 
 
 def test_nodes_are_spread_as_evenly_as_can_be() -> None:
-    assert spread(500, 56) == [9] * 52 + [8] * 4
+    assert spread(500, 39) == [13] * 32 + [12] * 7
     assert spread(20, 5) == [4] * 5
     # The fullest process is the one that must fit.
-    assert files_needed(500, 56) == 4 * 9 * 491 + 500 == 18_176
+    assert files_needed(500, 39) == 3 * 13 * 487 + 2 * 13 + 500 == 19_519
 
 
 def test_the_fewest_processes_that_fit_the_limit_are_found() -> None:
     # Issue 28: 500 nodes under a hard limit of 20,000 descriptors.
-    assert fitting_processes(500, 20_000, least=2) == 56
-    assert files_needed(500, 55) > 20_000
+    assert fitting_processes(500, 20_000, least=2) == 39
+    assert files_needed(500, 38) > 20_000
     assert fitting_processes(500, 20_000) == 1  # all in memory: no TCP at all
-    assert fitting_processes(250, 20_000, least=5) == 12
+    assert fitting_processes(250, 20_000, least=5) == 9
     assert fitting_processes(20, 20_000, least=5) == 5
     assert fitting_processes(500, 400, least=2) is None  # not even one node a process
-    # watch_links=False: no socket monitors, 3 descriptors a pair.
+    # watch_links=False: 26 descriptors fewer in the fullest process.
     assert files_needed(500, 39, unwatched=True) == 3 * 13 * 487 + 500 == 19_493
     assert fitting_processes(500, 20_000, least=5, unwatched=True) == 39
 
@@ -73,7 +73,7 @@ def test_a_mesh_the_file_limit_cannot_hold_is_refused_saying_why(
     with pytest.raises(SystemExit) as info:
         scale._raise_file_limit(files_needed(500, 10))
     message = str(info.value.code)
-    assert "each process needs about 90500 file descriptors" in message
+    assert "each process needs about 68100 file descriptors" in message
     assert "the hard limit is 4096" in message
     assert "fewer nodes or more processes" in message
 
@@ -87,11 +87,11 @@ def test_the_refusal_names_the_layout_that_would_fit(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(scale.resource, "getrlimit", lambda _which: (20_000, 20_000))
     monkeypatch.setattr(scale.resource, "setrlimit", refuse)
     with pytest.raises(SystemExit) as info:
-        scale._raise_file_limit(files_needed(500, 50), 500, least=5)
+        scale._raise_file_limit(files_needed(500, 30), 500, least=5)
     message = str(info.value.code)
-    assert "each process needs about 20100 file descriptors" in message
+    assert "each process needs about 25167 file descriptors" in message
     assert "the hard limit is 20000" in message
-    assert "--processes 56 fits (9 nodes in the fullest process, about 18176" in message
+    assert "--processes 39 fits (13 nodes in the fullest process, about 19519" in message
 
 
 def test_a_mesh_within_the_hard_limit_raises_the_soft_one(monkeypatch: pytest.MonkeyPatch) -> None:

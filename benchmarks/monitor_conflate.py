@@ -1,4 +1,8 @@
-"""Why LinkWatch's reader is not ZMQ_CONFLATE: libzmq aborts the process (issue 28).
+"""Why a monitor's reader is never ZMQ_CONFLATE: libzmq aborts the process (issue 28).
+
+Measured for ``LinkWatch``, which read every link's monitor with one
+socket until the watch moved to the inbox (``InboxWatch``, one monitor a
+node); its reader is not conflated for the same reason.
 
 A conflated pipe keeps one message, and libzmq's monitor sends each event
 as two frames; a reader that finds the first alone, then asks for the

@@ -7,8 +7,8 @@ allocate most per peer.  ``bench_zre.py --scenario footprint`` measures RSS.
     python benchmarks/peer_memory.py [--nodes 40] [--port 23457] [--tcp]
 
 ``--tcp`` links the nodes over TCP (``local_links=False``), as nodes of
-different processes are: the Python side of a TCP peer, its link's
-watcher included (libzmq's own memory is not traced).
+different processes are: the Python side of a TCP peer, its entry in
+the inbox watch included (libzmq's own memory is not traced).
 
     python benchmarks/peer_memory.py --libzmq 2000
 
@@ -16,8 +16,8 @@ measures libzmq's side instead, by RSS, in a fresh process: what one
 DEALER connected to a ROUTER over TCP on loopback costs, both ends (what
 a node holds for each peer in another process: its DEALER to the peer,
 the peer's connection into its inbox), before and after one message
-each, and with the socket monitor a watched link adds (issue 28: the
-node reads all its links' monitors with one socket, ``LinkWatch``).
+each, and what watching the links adds (issue 28: one socket monitor
+on the inbox, ``InboxWatch``, for all of them).
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ def _rss_kb() -> int:
 
 
 def libzmq_links(n: int) -> None:
-    """RSS a TCP link costs in libzmq: ``n`` DEALERs into one ROUTER, then monitors."""
+    """RSS a TCP link costs in libzmq: ``n`` DEALERs into one ROUTER, then its monitor."""
     ctx: zmq.Context[Any] = zmq.Context()
-    ctx.set(zmq.MAX_SOCKETS, 4 * n + 100)
+    ctx.set(zmq.MAX_SOCKETS, n + 100)
     router = ctx.socket(zmq.ROUTER)
     port = router.bind_to_random_port("tcp://127.0.0.1")
     fds = len(os.listdir("/proc/self/fd"))
@@ -99,20 +99,18 @@ def libzmq_links(n: int) -> None:
     for _ in range(n):
         router.recv_multipart()
     print(f"after one message each:        {(_rss_kb() - base) / n:5.1f} kB a link")
-    # What a watched link adds (watch_links, LinkWatch): libzmq's monitor
-    # socket inside the DEALER and its inproc pipe to the node's one PULL.
+    # What watching the links adds (watch_links, InboxWatch): one socket
+    # monitor on the inbox and its reader, whatever the number of links.
     before, fds = _rss_kb(), len(os.listdir("/proc/self/fd"))
-    watch = ctx.socket(zmq.PULL)
-    for i, dealer in enumerate(dealers):
-        address = f"inproc://monitor-{i}"
-        dealer.monitor(address, zmq.EVENT_DISCONNECTED)
-        watch.connect(address)
+    watch = ctx.socket(zmq.PAIR)
+    router.monitor("inproc://monitor", zmq.EVENT_DISCONNECTED)
+    watch.connect("inproc://monitor")
     time.sleep(0.5)
-    more_fds = (len(os.listdir("/proc/self/fd")) - fds) / n
     print(
-        f"watched (a monitor each, one reader): {(_rss_kb() - before) / n:5.1f} kB a link more, "
-        f"{more_fds:.2f} descriptors"
+        f"watched (one monitor on the inbox, one reader): {_rss_kb() - before} kB in all, "
+        f"{len(os.listdir('/proc/self/fd')) - fds} descriptors"
     )
+    router.disable_monitor()
     ctx.destroy(linger=0)
 
 

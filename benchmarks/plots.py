@@ -170,6 +170,8 @@ PLOTS = {
     "zre.json": ("bench-zre-throughput.svg", zre_throughput),
     "trio_floor.json": ("bench-trio-floor.svg", trio_floor),
     "scale_curve.json": ("bench-scale-curve.svg", scale_curve),
+    # The same curve once the link watch moved to each node's inbox (issue 28).
+    "scale_curve_inboxwatch.json": ("bench-scale-curve-inboxwatch.svg", scale_curve),
 }
 
 

@@ -483,6 +483,45 @@ async def test_beacons_from_strangers_long_short_and_broken() -> None:
                 assert node.peers() == []
 
 
+async def test_forged_beacons_naming_a_peers_endpoint_or_ours_link_nothing() -> None:
+    """New UUIDs at b's endpoint, or at a's own, from one UDP socket on loopback.
+
+    Before, each made a link to b under a's identity: b's inbox handed a's
+    route to it, b took its HELLO for a's restart, and the two ended each
+    other (9 exits of b in 20 beacons, 2026-11-30); a also linked to itself.
+    """
+    port = free_udp_port()
+    options = {"beacon_port": port, "interface": "lo", "local_links": False}
+    options |= {"evasive_timeout": 60.0, "expired_timeout": 120.0}
+    with trio.fail_after(20):
+        async with (
+            trizre.open_node("a", **options) as a,
+            trizre.open_node("b", **options) as b,
+            raw_peer(a) as marker,
+        ):
+            a_events, b_events = a.events(), b.events()
+            await a.wait_for_peer(b.uuid)
+            await b.wait_for_peer(a.uuid)
+            sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            with sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+                for _ in range(10):
+                    for node in (b, a):
+                        forged = wire.Beacon(uuid.uuid4(), int(node.endpoint.rsplit(":", 1)[1]))
+                        await sock.sendto(wire.encode_beacon(forged), ("127.255.255.255", port))
+                # A real newcomer last: its HELLO says a read every beacon before it.
+                real = wire.Beacon(marker.uuid, int(marker.endpoint.rsplit(":", 1)[1]))
+                await sock.sendto(wire.encode_beacon(real), ("127.255.255.255", port))
+                assert isinstance(await marker.receive(), wire.Hello)
+            assert a.statistics().beacons_ignored["claimed"] == 20
+            assert set(a._core.peers) == {b.uuid, marker.uuid}
+            await a.whisper(b.uuid, b"still")
+            await b.whisper(a.uuid, b"here")
+            for events in (b_events, a_events):
+                got = await next_event(events, trizre.Whisper | trizre.Exit)  # type: ignore[arg-type]
+                assert isinstance(got, trizre.Whisper)
+
+
 async def test_stopping_leaves_no_socket_task_or_thread_behind() -> None:
     threads = threading.active_count()
     with trio.fail_after(5):

@@ -140,9 +140,14 @@ def hello(groups: tuple[str, ...] = (), name: str = "bob", key: bytes | None = N
 
 
 def entered(
-    shell: Shell, peer: uuid.UUID = PEER, groups: tuple[str, ...] = (), now: float = 0.0
+    shell: Shell,
+    peer: uuid.UUID = PEER,
+    groups: tuple[str, ...] = (),
+    now: float = 0.0,
+    port: int = 5000,
 ) -> Session:
-    (session,) = shell.beacon(wire.Beacon(peer, 5000), HOST, now)
+    """``peer`` linked by its beacon (at HOST:``port``, which no other entered peer may hold)."""
+    (session,) = shell.beacon(wire.Beacon(peer, port), HOST, now)
     shell.frames(session, hello(groups), now)
     assert session.protocol.ready
     return session

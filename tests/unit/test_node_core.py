@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -276,7 +277,7 @@ def test_a_groups_members_are_the_peer_tables_sessions() -> None:
         return list(core.groups[group].members.values()) if group in core.groups else []
 
     session = entered(shell, groups=("a",))
-    other = entered(shell, OTHER, groups=("a", "b"))
+    other = entered(shell, OTHER, groups=("a", "b"), port=5001)
     assert members("a") == [session, other]
     assert members("b") == [other] and members("c") == []
     shell.frames(session, wire.Join(2, "b", 2), 1.0)
@@ -381,6 +382,34 @@ def test_a_peer_that_answers_is_dropped_by_nothing_but_its_own_link(
         assert core.peers.get(answering.uuid) is answering
     assert answering.uuid not in [dropped for dropped, _ in shell.drops]
     assert math.isfinite(now)
+
+
+def test_a_beacon_of_a_new_uuid_at_an_entered_peers_endpoint_or_ours_links_nothing() -> None:
+    """A forged beacon (one datagram) must not make us link to a known peer under our identity.
+
+    Over a plain inbox our second DEALER would take our route from the
+    first and its HELLO would read as our restart: each node ends the
+    other, beacon after beacon.  Once the peer is gone, a new UUID there
+    links as before; HELLOs and in-process links are not held to it.
+    """
+    shell = make()
+    core = shell.core
+    bob = entered(shell)  # at tcp://HOST:5000
+    assert core.entered_at == {f"tcp://{HOST}:5000": bob}
+    assert shell.beacon(wire.Beacon(OTHER, 5000), HOST, 1.0) == []
+    assert shell.beacon(wire.Beacon(uuid.UUID(int=7), 40000), f"{NET}1", 1.0) == []  # ours
+    assert core.beacons_ignored["claimed"] == 2 and shell.refused == 2
+    assert core.peers == {PEER: bob} and not bob.closed and shell.drops == []
+    # The same beacon for an in-process node, or a HELLO's Connect, is admitted.
+    (connect,) = core.on_beacon(wire.Beacon(OTHER, 5000), HOST, b"k", 2.0)
+    assert isinstance(connect, Connect) and core.admit(connect, in_process=True, now=2.0)
+    answering = attrs.evolve(connect, source=None, answering=True)
+    assert core.admit(answering, in_process=False, now=2.0)
+    # Bob gone, its endpoint is free for a new UUID.
+    shell.apply(core.remove(bob, ExitReason.LINK, 3.0), 3.0)
+    assert core.entered_at == {}
+    (newcomer,) = shell.beacon(wire.Beacon(OTHER, 5000), HOST, 4.0)
+    assert newcomer.uuid == OTHER and core.beacons_ignored["claimed"] == 2
 
 
 # ------------------------------------------------------- in-process peers

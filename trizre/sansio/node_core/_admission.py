@@ -42,6 +42,7 @@ BEACONS_IGNORED: Final = (
     "throttled",
     "outside",
     "not_allowed",
+    "claimed",
 )
 """Why the rules ignore a beacon, as :attr:`Admission.ignored` counts them.
 
@@ -50,7 +51,10 @@ key, and we talk CURVE only; ``curve``: a CURVE key, and we have no
 certificate; ``forged_leave``: a leaving beacon not from the peer's host or
 key; ``throttled``: a new peer over the new-peer budget (per source or for
 all); ``outside``: an endpoint outside our interface's network;
-``not_allowed``: a CURVE key not in ``curve_allow``.
+``not_allowed``: a CURVE key not in ``curve_allow``; ``claimed``: a new
+UUID naming our own endpoint or an entered peer's (a forged beacon could
+otherwise make us link to that peer under our identity, which a plain
+inbox takes for our restart).
 """
 
 

@@ -80,6 +80,9 @@ class NodeCore(Generic[S]):
             key_bytes=key_bytes,
         )
         self.by_route: dict[bytes, S] = {}
+        # Each entered TCP peer, by its endpoint: a new UUID naming one is
+        # refused (see admit).
+        self.entered_at: dict[str, S] = {}
         self.endpoint = ""  # our inbox; gossip news of it is ours
         self.advertised = ""  # the endpoint our HELLO gives
         self.stopped = False
@@ -294,9 +297,40 @@ class NodeCore(Generic[S]):
     # ----------------------------------------------------------- admission
 
     def admit(self, connect: Connect, *, in_process: bool, now: float) -> bool:
-        """Whether to make the link ``connect`` asks for (:meth:`Admission.admit`)."""
+        """Whether to make the link ``connect`` asks for (:meth:`Admission.admit`).
+
+        Also never a TCP link for a new UUID that a beacon puts at our own
+        endpoint or at an entered peer's (``claimed``).  Our DEALER carries
+        our identity, and a plain inbox hands a known identity's route to
+        its newest connection: the peer would take our HELLO over it for
+        our restart and end us, and we it in turn (a forged beacon,
+        repeated, kept two nodes ending each other).  A peer that really
+        restarted there under a new UUID is linked at a beacon after the
+        old one is ended: at once when its connection into our inbox
+        closes (``watch_links``), else when it expires.  A HELLO or gossip
+        news is not held to this: neither can be forged by one datagram,
+        and gossip news of a restart may not come again.
+        """
         self._voice.now = now
-        return self.admission.admit(connect, in_process=in_process, now=now)
+        if not self.admission.admit(connect, in_process=in_process, now=now):
+            return False
+        if in_process or connect.source is None:
+            return True
+        endpoint = connect.endpoint
+        holder = self.entered_at.get(endpoint)
+        if (holder is None or holder.uuid == connect.uuid) and endpoint not in (
+            self.endpoint,
+            self.advertised,
+        ):
+            return True
+        self.admission.ignored["claimed"] += 1
+        self._voice.say(
+            "claimed",
+            logging.DEBUG,
+            f"ignoring peer {connect.uuid} at {endpoint!r}: "
+            + ("ours" if holder is None else f"peer {holder.uuid}'s"),
+        )
+        return False
 
     def protocol_for(self, connect: Connect, now: float) -> PeerProtocol:
         """A new conversation with the peer ``connect`` names, our HELLO queued."""
@@ -387,6 +421,8 @@ class NodeCore(Generic[S]):
             self._missed_handshake(peer.uuid)
         del self.peers[peer.uuid]
         del self.by_route[protocol.route]
+        if self.entered_at.get(protocol.endpoint) is peer:
+            del self.entered_at[protocol.endpoint]
         self.due.forget(peer.uuid)
         self.dropped[reason] += 1
         actions: list[Action[S]] = [Drop(peer, reason, detail)]
@@ -446,6 +482,8 @@ class NodeCore(Generic[S]):
         if entered:
             self._settle(peer, now, actions)
             self.missed_handshakes.pop(peer.uuid, None)
+            if not peer.in_process:
+                self.entered_at[protocol.endpoint] = peer
         membership = self.membership
         for event in events:
             if type(event) is Ballot:

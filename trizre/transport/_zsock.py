@@ -94,6 +94,7 @@ _SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS: Final = int(zmq.EVENTS)
 _backend_recv: Final = zmq.backend.Socket.recv
 _SRCFD: Final = int(zmq.SRCFD)
+_EVENT_ALL: Final = int(zmq.EVENT_ALL)
 
 SOURCES_MAX: Final = 4096
 """Most connections :meth:`ZSocket.note_sources` remembers before it forgets them all."""
@@ -673,9 +674,10 @@ class ZSocket:
         finally:
             self._after_op()
 
-    def monitor(self, address: str | None, events: int = 0) -> None:
+    def monitor(self, address: str | None, events: int = _EVENT_ALL) -> None:
         """Start libzmq's monitor of this socket, sending ``events`` to ``address``; or stop it.
 
+        ``events`` defaults to every event, as pyzmq's ``monitor``;
         ``address=None`` stops it.  Raises ``zmq.ZMQError`` as pyzmq's
         ``monitor`` does (out of sockets, a bad address).  Rule 2 is kept
         after the call, as after any zmq call on the socket (libzmq 4.3's
